@@ -1,0 +1,338 @@
+//! The write-set: what one transaction changed, as replicated to every node.
+//!
+//! A write-set carries the keys the transaction touched (with their wsrep key type), the
+//! opaque row data the host database will apply, the originator's `last_seen` seqno (where
+//! its certification interval starts) and the wsrep flags. [`WriteSet::encode`] and
+//! [`WriteSet::decode`] define its versioned, checksummed byte format (see ARCHITECTURE.md).
+
+use base::{KeyType, Seqno, Uuid};
+
+/// The wsrep v26 write-set flags, with their ABI bit values.
+pub mod flags {
+    /// Last fragment: commit the transaction.
+    pub const TRX_END: u32 = 1 << 0;
+    /// Roll back the transaction (and every earlier fragment).
+    pub const ROLLBACK: u32 = 1 << 1;
+    /// Total order isolation: apply and commit in isolation (DDL).
+    pub const ISOLATION: u32 = 1 << 2;
+    /// Must not be applied in parallel with anything earlier.
+    pub const PA_UNSAFE: u32 = 1 << 3;
+    /// Order does not matter (unused by MariaDB).
+    pub const COMMUTATIVE: u32 = 1 << 4;
+    /// Payload in provider-native format (unused by MariaDB).
+    pub const NATIVE: u32 = 1 << 5;
+    /// First fragment of a transaction.
+    pub const TRX_START: u32 = 1 << 6;
+    /// XA prepare fragment.
+    pub const TRX_PREPARE: u32 = 1 << 7;
+    /// Read view snapshot (unused by MariaDB).
+    pub const SNAPSHOT: u32 = 1 << 8;
+    /// Depend on everything the originator had seen.
+    pub const IMPLICIT_DEPS: u32 = 1 << 9;
+    /// Every flag bit wsrep v26 defines.
+    pub const MASK: u32 = 0x3ff;
+}
+
+/// One key: a list of parts (database, table, primary key bytes, ...) and its type.
+///
+/// Certification treats every proper prefix of `parts` as an implicit shared "branch" key, so
+/// a table-level exclusive key meets every row key of that table.
+#[derive(Clone, PartialEq, Eq, Debug, Hash)]
+pub struct Key {
+    /// The key parts, outermost first.
+    pub parts: Vec<Vec<u8>>,
+    /// How the transaction used the key.
+    pub key_type: KeyType,
+}
+
+impl Key {
+    /// A key from string parts, for tests and tools.
+    pub fn new<P: AsRef<[u8]>>(parts: &[P], key_type: KeyType) -> Key {
+        Key { parts: parts.iter().map(|p| p.as_ref().to_vec()).collect(), key_type }
+    }
+}
+
+/// Everything one transaction (or one fragment of it) replicates.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct WriteSet {
+    /// The member that executed the transaction.
+    pub source: Uuid,
+    /// The client connection on the source.
+    pub conn_id: u64,
+    /// The transaction id on the source.
+    pub trx_id: u64,
+    /// The source's last committed seqno when it replicated: the start of the interval this
+    /// write-set is certified against.
+    pub last_seen: Seqno,
+    /// wsrep flags (see [`flags`]).
+    pub flags: u32,
+    /// The keys the transaction touched.
+    pub keys: Vec<Key>,
+    /// The row data, opaque to the provider.
+    pub data: Vec<u8>,
+}
+
+impl WriteSet {
+    /// True for a total-order-isolation action (DDL).
+    pub fn is_toi(&self) -> bool {
+        self.flags & flags::ISOLATION != 0
+    }
+
+    /// True if it must not be applied in parallel with anything before it.
+    pub fn is_pa_unsafe(&self) -> bool {
+        self.flags & flags::PA_UNSAFE != 0
+    }
+
+    /// Size of the encoded form, in bytes.
+    pub fn encoded_len(&self) -> usize {
+        let keys: usize =
+            self.keys.iter().map(|k| 1 + 2 + k.parts.iter().map(|p| 2 + p.len()).sum::<usize>()).sum();
+        HEADER_LEN + keys + self.data.len() + TRAILER_LEN
+    }
+
+    /// Appends the encoded write-set to `out`.
+    ///
+    /// Layout (little endian): magic `TRWS` (4), version (1), flags (4), source uuid (16),
+    /// conn id (8), trx id (8), last_seen (8), key count (4), data length (4); then per key:
+    /// type (1), part count (2), per part: length (2) and bytes; then the data; then a
+    /// CRC32C (4) of everything before it.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.reserve(self.encoded_len());
+        out.extend_from_slice(&MAGIC);
+        out.push(FORMAT_VERSION);
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        out.extend_from_slice(&self.source.0);
+        out.extend_from_slice(&self.conn_id.to_le_bytes());
+        out.extend_from_slice(&self.trx_id.to_le_bytes());
+        out.extend_from_slice(&self.last_seen.0.to_le_bytes());
+        out.extend_from_slice(&len_u32(self.keys.len()).to_le_bytes());
+        out.extend_from_slice(&len_u32(self.data.len()).to_le_bytes());
+        for key in &self.keys {
+            out.push(key.key_type as u8);
+            out.extend_from_slice(&len_u16(key.parts.len()).to_le_bytes());
+            for part in &key.parts {
+                out.extend_from_slice(&len_u16(part.len()).to_le_bytes());
+                out.extend_from_slice(part);
+            }
+        }
+        out.extend_from_slice(&self.data);
+        let crc = crc32c::crc32c(&out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+
+    /// The encoded write-set as a new buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+
+    /// Decodes one write-set that fills `bytes` exactly, checking the checksum first.
+    pub fn decode(bytes: &[u8]) -> Result<WriteSet, DecodeError> {
+        if bytes.len() < HEADER_LEN + TRAILER_LEN {
+            return Err(DecodeError::Truncated { needed: HEADER_LEN + TRAILER_LEN, got: bytes.len() });
+        }
+        if bytes[..4] != MAGIC {
+            return Err(DecodeError::BadMagic);
+        }
+        if bytes[4] != FORMAT_VERSION {
+            return Err(DecodeError::UnknownVersion(bytes[4]));
+        }
+        let (body, trailer) = bytes.split_at(bytes.len() - TRAILER_LEN);
+        let stored = u32::from_le_bytes(trailer.try_into().expect("trailer is 4 bytes"));
+        let computed = crc32c::crc32c(body);
+        if stored != computed {
+            return Err(DecodeError::ChecksumMismatch { stored, computed });
+        }
+        let mut reader = Reader { bytes: body, pos: 5 };
+        let flags = reader.u32()?;
+        if flags & !flags::MASK != 0 {
+            return Err(DecodeError::UnknownFlags(flags));
+        }
+        let source = Uuid(reader.take(16)?.try_into().expect("16 bytes"));
+        let conn_id = reader.u64()?;
+        let trx_id = reader.u64()?;
+        let last_seen = Seqno(reader.u64()? as i64);
+        let key_count = reader.u32()? as usize;
+        let data_len = reader.u32()? as usize;
+        // Every key takes at least 3 bytes, so a count beyond that is a lie, not a big key set.
+        if key_count > body.len() / 3 {
+            return Err(DecodeError::Truncated { needed: key_count * 3, got: body.len() });
+        }
+        let mut keys = Vec::with_capacity(key_count);
+        for _ in 0..key_count {
+            let type_byte = reader.take(1)?[0];
+            let key_type = KeyType::from_u8(type_byte).ok_or(DecodeError::UnknownKeyType(type_byte))?;
+            let part_count = reader.u16()? as usize;
+            let mut parts = Vec::with_capacity(part_count.min(64));
+            for _ in 0..part_count {
+                let part_len = reader.u16()? as usize;
+                parts.push(reader.take(part_len)?.to_vec());
+            }
+            keys.push(Key { parts, key_type });
+        }
+        let data = reader.take(data_len)?.to_vec();
+        if reader.pos != body.len() {
+            return Err(DecodeError::TrailingBytes(body.len() - reader.pos));
+        }
+        Ok(WriteSet { source, conn_id, trx_id, last_seen, flags, keys, data })
+    }
+}
+
+const MAGIC: [u8; 4] = *b"TRWS";
+/// The write-set format version this build writes and reads.
+pub const FORMAT_VERSION: u8 = 1;
+const HEADER_LEN: usize = 4 + 1 + 4 + 16 + 8 + 8 + 8 + 4 + 4;
+const TRAILER_LEN: usize = 4;
+
+fn len_u32(len: usize) -> u32 {
+    u32::try_from(len).expect("write-set section longer than 4 GiB")
+}
+
+fn len_u16(len: usize) -> u16 {
+    u16::try_from(len).expect("key part or part count over 65535")
+}
+
+/// Why bytes could not be decoded as a write-set.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Fewer bytes than the format requires.
+    #[error("write-set truncated: needed {needed} bytes, got {got}")]
+    Truncated {
+        /// Bytes the decoder needed at the point it stopped.
+        needed: usize,
+        /// Bytes available.
+        got: usize,
+    },
+    /// The bytes do not start with the write-set magic.
+    #[error("not a write-set: bad magic")]
+    BadMagic,
+    /// A format version this build does not know.
+    #[error("write-set format version {0} is unknown (this build reads version {FORMAT_VERSION})")]
+    UnknownVersion(u8),
+    /// The CRC32C over the write-set does not match.
+    #[error("write-set checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    ChecksumMismatch {
+        /// Checksum in the trailer.
+        stored: u32,
+        /// Checksum of the bytes received.
+        computed: u32,
+    },
+    /// Flag bits outside the wsrep v26 mask.
+    #[error("write-set has unknown flag bits {0:#x}")]
+    UnknownFlags(u32),
+    /// A key type byte outside 0..=3.
+    #[error("write-set has unknown key type {0}")]
+    UnknownKeyType(u8),
+    /// Bytes left after the data section.
+    #[error("write-set has {0} unexpected trailing bytes")]
+    TrailingBytes(usize),
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(len).filter(|end| *end <= self.bytes.len());
+        let end = end.ok_or(DecodeError::Truncated { needed: self.pos + len, got: self.bytes.len() })?;
+        let slice = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(slice)
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> WriteSet {
+        WriteSet {
+            source: Uuid([3; 16]),
+            conn_id: 9,
+            trx_id: 77,
+            last_seen: Seqno(41),
+            flags: flags::TRX_START | flags::TRX_END,
+            keys: vec![
+                Key::new(&["db", "t1", "pk1"], KeyType::Exclusive),
+                Key::new(&["db", "t2"], KeyType::Shared),
+            ],
+            data: b"row image".to_vec(),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_length() {
+        let ws = sample();
+        let bytes = ws.to_bytes();
+        assert_eq!(bytes.len(), ws.encoded_len());
+        assert_eq!(WriteSet::decode(&bytes), Ok(ws));
+    }
+
+    #[test]
+    fn every_truncation_is_rejected() {
+        let bytes = sample().to_bytes();
+        for len in 0..bytes.len() {
+            assert!(WriteSet::decode(&bytes[..len]).is_err(), "prefix of {len} bytes accepted");
+        }
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_rejected() {
+        let bytes = sample().to_bytes();
+        for index in 0..bytes.len() {
+            let mut corrupt = bytes.clone();
+            corrupt[index] ^= 0x10;
+            assert!(WriteSet::decode(&corrupt).is_err(), "flip at byte {index} accepted");
+        }
+    }
+
+    #[test]
+    fn unknown_version_is_named() {
+        let mut bytes = sample().to_bytes();
+        bytes[4] = 9;
+        assert_eq!(WriteSet::decode(&bytes), Err(DecodeError::UnknownVersion(9)));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_write_sets_round_trip(
+            flags in 0u32..=flags::MASK,
+            last_seen in -1i64..1_000_000,
+            keys in proptest::collection::vec(
+                (proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 0..4), 0u8..4),
+                0..8),
+            data in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let ws = WriteSet {
+                source: Uuid([1; 16]), conn_id: 1, trx_id: 2, last_seen: Seqno(last_seen), flags,
+                keys: keys.into_iter()
+                    .map(|(parts, t)| Key { parts, key_type: KeyType::from_u8(t).unwrap() })
+                    .collect(),
+                data,
+            };
+            prop_assert_eq!(WriteSet::decode(&ws.to_bytes()), Ok(ws));
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = WriteSet::decode(&bytes);
+        }
+    }
+}
