@@ -7,6 +7,8 @@ pub mod node_state;
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 pub use node_state::{IllegalTransition, NodeState};
 
 /// A global sequence number: the position of an ordered action in the cluster's history.
@@ -14,7 +16,7 @@ pub use node_state::{IllegalTransition, NodeState};
 /// Seqnos are assigned by the group layer, consecutively and without gaps, to every
 /// write-set and every primary view change. `Seqno::UNDEFINED` (-1) is the wsrep value for
 /// "no seqno" (a non-primary view, a write-set not yet ordered).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 pub struct Seqno(pub i64);
 
 impl Seqno {
@@ -55,7 +57,7 @@ impl fmt::Display for Seqno {
 ///
 /// Used for the cluster state UUID and for member UUIDs. A member gets a fresh UUID every
 /// time it (re)joins, which is how a restarted node is told apart from its earlier self.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 pub struct Uuid(pub [u8; 16]);
 
 impl Uuid {

@@ -7,8 +7,10 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 /// Where a node stands with respect to the cluster and its own data.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum NodeState {
     /// Not connected to any group (before `connect`, after shutdown).
     Closed,

@@ -1,0 +1,32 @@
+//! Group communication for Trireme: one total order of write-sets across the cluster.
+//!
+//! A [`GroupNode`] is one member, as a deterministic state machine in the style of raft-rs
+//! (which it is built on): the driver feeds it ticks ([`GroupNode::tick`]), received bytes
+//! ([`GroupNode::receive`]) and local submissions ([`GroupNode::submit`]), then calls
+//! [`GroupNode::poll`] and carries out what comes back: bytes to send and actions to deliver.
+//! It does no I/O, reads no clock and draws randomness only from the seeded generator it was
+//! given, so a simulator replays a run exactly from its seed.
+//!
+//! Layout:
+//! - `config`: settings, with Galera's option names (`evs.suspect_timeout`, `gcs.fc_limit`).
+//! - `wire`: the checked envelope of every message between members.
+//! - `state`: the replicated group state; the one place Raft entries become seqnos.
+//! - `log`: the in-memory Raft log with group-state snapshots.
+//! - `node` (this file): the member itself: forwarding to the leader, batching, delivery,
+//!   views and the primary component, eviction, joining and leaving, flow control.
+//!
+//! Words: Raft *orders* (commits) log entries; the database *commits* transactions. A Raft
+//! index is not a seqno and a Raft snapshot is not an SST.
+
+pub mod config;
+pub mod log;
+pub mod state;
+pub mod wire;
+
+mod node;
+
+pub use config::{ConfigError, GroupConfig};
+pub use node::{
+    Delivery, FlowCounters, GroupNode, GroupStatus, Outgoing, ReceiveError, View, ViewMember,
+};
+pub use state::{Control, GroupState, MemberInfo, Submission};

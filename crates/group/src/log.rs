@@ -1,0 +1,246 @@
+//! The Raft log of the ordering layer, kept in memory.
+//!
+//! Why in memory: a member that restarts comes back as a new member with a new Raft id, so
+//! no Raft state has to survive a restart (the database keeps its own state, and the
+//! missing range arrives by IST/SST). Entries are retained `log_retain_entries` behind the
+//! applied position, so a member that lags briefly catches up from the log.
+
+use std::collections::VecDeque;
+
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
+use raft::{GetEntriesContext, RaftState, StorageError};
+
+/// An in-memory Raft log with group-state snapshots.
+#[derive(Default)]
+pub struct OrderLog {
+    hard_state: HardState,
+    conf_state: ConfState,
+    /// The snapshot the log starts after: `entries[0]` has index `snapshot.index + 1`.
+    snapshot: Snapshot,
+    entries: Vec<Entry>,
+    /// Snapshots taken at applied positions, waiting until the log may be cut there.
+    pending_snapshots: VecDeque<Snapshot>,
+    /// The newest snapshot taken: what a peer that needs one is sent. It is never older than
+    /// `snapshot`, and it is taken after every membership change, because raft-rs ignores a
+    /// snapshot whose configuration does not list its recipient.
+    served: Snapshot,
+}
+
+impl OrderLog {
+    /// A log that starts at `snapshot` (bootstrap, or a snapshot received from the leader).
+    pub fn from_snapshot(snapshot: Snapshot) -> OrderLog {
+        let mut log = OrderLog::default();
+        log.install_snapshot(snapshot);
+        log
+    }
+
+    /// Replaces the whole log with a snapshot from the leader.
+    pub fn install_snapshot(&mut self, snapshot: Snapshot) {
+        let metadata = snapshot.get_metadata();
+        self.conf_state = metadata.get_conf_state().clone();
+        self.hard_state.term = self.hard_state.term.max(metadata.term);
+        self.hard_state.commit = self.hard_state.commit.max(metadata.index);
+        self.entries.clear();
+        self.pending_snapshots.clear();
+        self.served = snapshot.clone();
+        self.snapshot = snapshot;
+    }
+
+    /// Saves the hard state (term, vote, commit).
+    pub fn set_hard_state(&mut self, hard_state: HardState) {
+        self.hard_state = hard_state;
+    }
+
+    /// Updates the commit index only.
+    pub fn set_commit(&mut self, commit: u64) {
+        self.hard_state.commit = commit;
+    }
+
+    /// Saves the configuration after a membership change was applied.
+    pub fn set_conf_state(&mut self, conf_state: ConfState) {
+        self.conf_state = conf_state;
+    }
+
+    /// The configuration as last applied.
+    pub fn conf_state(&self) -> &ConfState {
+        &self.conf_state
+    }
+
+    /// Appends entries from a Ready, replacing any conflicting suffix.
+    pub fn append(&mut self, new_entries: &[Entry]) {
+        let Some(first) = new_entries.first() else { return };
+        let offset = self.snapshot.get_metadata().index + 1;
+        assert!(
+            first.index >= offset,
+            "Raft appended index {} below the log start {offset}",
+            first.index
+        );
+        let keep = (first.index - offset) as usize;
+        assert!(
+            keep <= self.entries.len(),
+            "Raft appended index {} beyond the log end {}: a gap in the log",
+            first.index,
+            offset + self.entries.len() as u64
+        );
+        self.entries.truncate(keep);
+        self.entries.extend_from_slice(new_entries);
+    }
+
+    /// Index of the last entry.
+    pub fn last_index(&self) -> u64 {
+        self.snapshot.get_metadata().index + self.entries.len() as u64
+    }
+
+    /// Records a group-state snapshot taken when the entry at `index` (of `term`) was the
+    /// last one applied.
+    pub fn record_snapshot(&mut self, index: u64, term: u64, data: Vec<u8>) {
+        assert!(
+            index >= self.served.get_metadata().index,
+            "snapshot at {index} is older than the one at {}",
+            self.served.get_metadata().index
+        );
+        let mut snapshot = Snapshot::default();
+        snapshot.set_data(data.into());
+        let metadata = snapshot.mut_metadata();
+        metadata.index = index;
+        metadata.term = term;
+        metadata.set_conf_state(self.conf_state.clone());
+        self.served = snapshot.clone();
+        self.pending_snapshots.push_back(snapshot);
+    }
+
+    /// Cuts the log at the newest recorded snapshot at or below `index`.
+    pub fn compact_to(&mut self, index: u64) {
+        let mut cut = None;
+        while self.pending_snapshots.front().is_some_and(|s| s.get_metadata().index <= index) {
+            cut = self.pending_snapshots.pop_front();
+        }
+        let Some(snapshot) = cut else { return };
+        let drop = (snapshot.get_metadata().index - self.snapshot.get_metadata().index) as usize;
+        self.entries.drain(..drop.min(self.entries.len()));
+        self.snapshot = snapshot;
+    }
+
+    /// Entries kept in memory.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no entry is kept.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl raft::Storage for OrderLog {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState { hard_state: self.hard_state.clone(), conf_state: self.conf_state.clone() })
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        let offset = self.snapshot.get_metadata().index + 1;
+        if low < offset {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        assert!(high <= self.last_index() + 1, "entries({low}, {high}) past the log end");
+        let mut slice = self.entries[(low - offset) as usize..(high - offset) as usize].to_vec();
+        raft::util::limit_size(&mut slice, max_size.into());
+        Ok(slice)
+    }
+
+    fn term(&self, index: u64) -> raft::Result<u64> {
+        let metadata = self.snapshot.get_metadata();
+        if index == metadata.index {
+            return Ok(metadata.term);
+        }
+        if index < metadata.index {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        let position = (index - metadata.index - 1) as usize;
+        self.entries
+            .get(position)
+            .map(|entry| entry.term)
+            .ok_or(raft::Error::Store(StorageError::Unavailable))
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.snapshot.get_metadata().index + 1)
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(OrderLog::last_index(self))
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        if self.served.get_metadata().index < request_index {
+            return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+        }
+        Ok(self.served.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::Storage;
+
+    fn entry(index: u64, term: u64) -> Entry {
+        let mut entry = Entry::default();
+        entry.index = index;
+        entry.term = term;
+        entry
+    }
+
+    fn genesis() -> OrderLog {
+        let mut snapshot = Snapshot::default();
+        snapshot.mut_metadata().index = 1;
+        snapshot.mut_metadata().term = 1;
+        OrderLog::from_snapshot(snapshot)
+    }
+
+    #[test]
+    fn append_replaces_a_conflicting_suffix() {
+        let mut log = genesis();
+        log.append(&[entry(2, 1), entry(3, 1), entry(4, 1)]);
+        log.append(&[entry(3, 2)]);
+        assert_eq!(log.last_index(), 3);
+        assert_eq!(log.term(3), Ok(2));
+        assert_eq!(log.term(1), Ok(1));
+        assert!(log.term(0).is_err());
+        assert!(log.term(4).is_err());
+    }
+
+    #[test]
+    fn compaction_cuts_at_a_recorded_snapshot_only() {
+        let mut log = genesis();
+        log.append(&(2..=10).map(|i| entry(i, 1)).collect::<Vec<_>>());
+        log.compact_to(9);
+        assert_eq!(log.first_index(), Ok(2), "no snapshot recorded yet: nothing cut");
+        log.record_snapshot(5, 1, b"state at 5".to_vec());
+        log.record_snapshot(8, 1, b"state at 8".to_vec());
+        log.compact_to(7);
+        assert_eq!(log.first_index(), Ok(6));
+        assert_eq!(log.term(5), Ok(1));
+        assert_eq!(log.snapshot(0, 0).unwrap().get_data(), b"state at 8", "the newest is served");
+        assert!(matches!(
+            log.entries(5, 7, None, GetEntriesContext::empty(false)),
+            Err(raft::Error::Store(StorageError::Compacted))
+        ));
+        assert_eq!(log.entries(6, 11, None, GetEntriesContext::empty(false)).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn a_gap_in_the_log_is_a_loud_error() {
+        let result = std::panic::catch_unwind(|| {
+            let mut log = genesis();
+            log.append(&[entry(5, 1)]);
+        });
+        assert!(result.is_err());
+    }
+}

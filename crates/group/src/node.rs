@@ -1,0 +1,1223 @@
+//! One group member as a deterministic state machine over raft-rs.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use base::{Nanos, NodeState, SeededRng, Seqno, Uuid};
+use protobuf::Message as _;
+use raft::eraftpb::{
+    ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType, Message, Snapshot,
+};
+use raft::{RawNode, StateRole};
+use rand::Rng;
+
+use crate::config::GroupConfig;
+use crate::log::OrderLog;
+use crate::state::{Control, GroupState, LogEntry, MemberInfo, Submission};
+use crate::wire::{self, WireError, WireMessage};
+
+/// Bytes for the driver to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The recipient's Raft id, when it is known.
+    pub to_raft_id: Option<u64>,
+    /// Where the recipient listens.
+    pub address: String,
+    /// One encoded group message.
+    pub bytes: Vec<u8>,
+}
+
+/// A member as listed in a view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewMember {
+    /// The member's UUID for this membership.
+    pub uuid: Uuid,
+    /// `wsrep_node_name`.
+    pub name: String,
+    /// Where it listens.
+    pub address: String,
+    /// Its last announced node state.
+    pub state: NodeState,
+}
+
+/// A membership view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    /// The cluster state UUID.
+    pub cluster: Uuid,
+    /// For an ordered view, the seqno it took. For a local view (non-primary, or primary
+    /// again without a membership change), the last seqno this node had delivered.
+    pub seqno: Seqno,
+    /// wsrep's view id: how many primary views the cluster has had.
+    pub view_id: u64,
+    /// True if this component holds a quorum.
+    pub primary: bool,
+    /// True if the view is an ordered action (it took `seqno` on every member).
+    pub ordered: bool,
+    /// The members, ordered by Raft id.
+    pub members: Vec<ViewMember>,
+    /// This node's position in `members`, if it is one.
+    pub own_index: Option<usize>,
+}
+
+/// What the group hands to the node, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// An ordered write-set.
+    WriteSet {
+        /// Its global seqno.
+        seqno: Seqno,
+        /// The member that submitted it.
+        origin: Uuid,
+        /// The origin's submission number.
+        submit_id: u64,
+        /// True if this node submitted it.
+        local: bool,
+        /// The encoded write-set.
+        payload: Vec<u8>,
+    },
+    /// A view change.
+    View(View),
+    /// The log jumped over seqnos this node never saw (it lagged past the retained log):
+    /// `(last_delivered, resume_after]` must come by state transfer.
+    StateGap {
+        /// The last seqno delivered before the jump.
+        last_delivered: Seqno,
+        /// Delivery resumes after this seqno.
+        resume_after: Seqno,
+    },
+    /// Submissions that will never be ordered (this membership ended before they were).
+    Abandoned {
+        /// Their submission numbers.
+        submit_ids: Vec<u64>,
+    },
+    /// The node left the group (graceful leave finished).
+    Closed,
+}
+
+/// Galera's flow-control counters, plus who caused the pauses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlowCounters {
+    /// `wsrep_flow_control_sent`: stop and resume requests this node sent.
+    pub sent: u64,
+    /// `wsrep_flow_control_recv`: stop and resume actions ordered by the group.
+    pub recv: u64,
+    /// `wsrep_flow_control_paused_ns`: total time ordering was paused.
+    pub paused_ns: u64,
+    /// Pauses started, by the name of the member that caused them.
+    pub pauses_by: BTreeMap<String, u64>,
+}
+
+/// A snapshot of the member's situation, for status variables.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupStatus {
+    /// This member's Raft id.
+    pub raft_id: u64,
+    /// This member's UUID.
+    pub uuid: Uuid,
+    /// The cluster state UUID (nil before the first view).
+    pub cluster: Uuid,
+    /// True while in a primary component.
+    pub primary: bool,
+    /// True while this member is the Raft leader.
+    pub leader: bool,
+    /// Members in the current view.
+    pub members: usize,
+    /// Last seqno handed to the node.
+    pub last_delivered: Seqno,
+    /// True while a flow-control stop is in force.
+    pub paused: bool,
+    /// Flow-control counters.
+    pub flow: FlowCounters,
+    /// Submissions not yet seen ordered.
+    pub pending_submissions: usize,
+    /// Raft log entries held in memory.
+    pub log_entries: usize,
+}
+
+/// Why a received message was refused. The message is dropped; nothing else changes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReceiveError {
+    /// The bytes are not a valid group message.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The sender is not a member of this node's view.
+    #[error("message from Raft id {from}, which is not in the current view")]
+    NotInView {
+        /// The sender's Raft id.
+        from: u64,
+    },
+    /// The message is addressed to another Raft id.
+    #[error("message for Raft id {to}, but this member is {me}")]
+    WrongRecipient {
+        /// The addressee.
+        to: u64,
+        /// This member.
+        me: u64,
+    },
+    /// Raft refused the message.
+    #[error("Raft refused a message from {from}: {reason}")]
+    Raft {
+        /// The sender's Raft id.
+        from: u64,
+        /// raft-rs's error text.
+        reason: String,
+    },
+    /// A forwarded submission that does not come from its claimed origin.
+    #[error("member {from} forwarded a submission of another origin")]
+    ForeignSubmission {
+        /// The sender's Raft id.
+        from: u64,
+    },
+    /// This node has left the group.
+    #[error("this member has left the group")]
+    Closed,
+}
+
+struct PendingSubmission {
+    payload: Vec<u8>,
+    /// Tick and leader of the last send, if sent.
+    sent: Option<(u64, u64)>,
+}
+
+enum ConfOp {
+    Add(MemberInfo),
+    Remove(u64),
+}
+
+struct Leaving {
+    last_request_tick: Option<u64>,
+    removal_seen_tick: Option<u64>,
+}
+
+/// Members that left recently are remembered this long (by count) to tell them so.
+const DEPARTED_REMEMBERED: usize = 16;
+
+/// One member of the group.
+pub struct GroupNode {
+    config: GroupConfig,
+    raw: RawNode<OrderLog>,
+    me: MemberInfo,
+    rng: SeededRng,
+    /// The group state as of the applied Raft index.
+    state: GroupState,
+    /// True from the view that added this member until the one that removed it.
+    member: bool,
+    tick: u64,
+    now: Nanos,
+    last_delivered: Seqno,
+    deliveries: VecDeque<Delivery>,
+    outbox: Vec<Outgoing>,
+    /// Addresses of nodes that are not (or not yet) in `state.members`.
+    known_addresses: BTreeMap<u64, String>,
+    departed: VecDeque<MemberInfo>,
+    seeds: Vec<String>,
+    last_join_tick: Option<u64>,
+    next_submit_id: u64,
+    pending: BTreeMap<u64, PendingSubmission>,
+    /// Leader only: submissions waiting to be proposed.
+    batch: Vec<Submission>,
+    /// Leader only: membership changes to propose, one at a time.
+    conf_queue: VecDeque<ConfOp>,
+    /// Leader only: tick of the last message from each peer.
+    last_heard: BTreeMap<u64, u64>,
+    was_leader: bool,
+    leader_contact_tick: u64,
+    primary: bool,
+    current_view: Option<View>,
+    /// What this node wants the group to know: its node state and flow-control stop.
+    local_state: NodeState,
+    apply_queue_len: u64,
+    stop_wanted: bool,
+    last_control_tick: Option<u64>,
+    flow: FlowCounters,
+    paused_since: Option<Nanos>,
+    leaving: Option<Leaving>,
+    closed: bool,
+    last_snapshot_index: u64,
+}
+
+impl GroupNode {
+    /// Founds a new cluster with this node as its only member (`--wsrep-new-cluster`).
+    pub fn bootstrap(
+        config: GroupConfig,
+        name: &str,
+        address: &str,
+        mut rng: SeededRng,
+        now: Nanos,
+    ) -> GroupNode {
+        let me = new_identity(&mut rng, name, address);
+        let cluster = Uuid::random(&mut rng);
+        let state = GroupState::genesis(cluster, me.clone());
+        let mut snapshot = Snapshot::default();
+        snapshot.set_data(state.encode().into());
+        let metadata = snapshot.mut_metadata();
+        metadata.index = 1;
+        metadata.term = 1;
+        metadata.mut_conf_state().voters = vec![me.raft_id];
+        let mut node = GroupNode::new(config, me, rng, OrderLog::from_snapshot(snapshot), 1, now);
+        node.state = state;
+        node.member = true;
+        node.local_state = NodeState::Synced;
+        node.last_delivered = node.state.last_seqno;
+        node.last_snapshot_index = 1;
+        let view = node.view(true, true, node.state.last_seqno);
+        node.deliver_view(view);
+        node.primary = true;
+        node.raw.campaign().expect("a single-voter group elects itself");
+        node.pin_election_timeout();
+        node
+    }
+
+    /// A node that joins an existing cluster through the members listening at `seeds`.
+    pub fn join(
+        config: GroupConfig,
+        name: &str,
+        address: &str,
+        seeds: Vec<String>,
+        mut rng: SeededRng,
+        now: Nanos,
+    ) -> GroupNode {
+        let me = new_identity(&mut rng, name, address);
+        let mut node = GroupNode::new(config, me, rng, OrderLog::default(), 0, now);
+        node.seeds = seeds;
+        node
+    }
+
+    fn new(
+        config: GroupConfig,
+        me: MemberInfo,
+        rng: SeededRng,
+        log: OrderLog,
+        applied: u64,
+        now: Nanos,
+    ) -> GroupNode {
+        config.validate().expect("group configuration was validated by the caller");
+        let raw = RawNode::new(&raft_config(&config, me.raft_id, applied), log, &discard_logger())
+            .expect("valid Raft configuration");
+        let state = GroupState {
+            cluster: Uuid::NIL,
+            last_seqno: Seqno::UNDEFINED,
+            view_id: 0,
+            members: BTreeMap::new(),
+            dedup: BTreeMap::new(),
+            paused_by: BTreeSet::new(),
+        };
+        let mut node = GroupNode {
+            config,
+            raw,
+            me,
+            rng,
+            state,
+            member: false,
+            tick: 0,
+            now,
+            last_delivered: Seqno::UNDEFINED,
+            deliveries: VecDeque::new(),
+            outbox: Vec::new(),
+            known_addresses: BTreeMap::new(),
+            departed: VecDeque::new(),
+            seeds: Vec::new(),
+            last_join_tick: None,
+            next_submit_id: 1,
+            pending: BTreeMap::new(),
+            batch: Vec::new(),
+            conf_queue: VecDeque::new(),
+            last_heard: BTreeMap::new(),
+            was_leader: false,
+            leader_contact_tick: 0,
+            primary: false,
+            current_view: None,
+            local_state: NodeState::Open,
+            apply_queue_len: 0,
+            stop_wanted: false,
+            last_control_tick: None,
+            flow: FlowCounters::default(),
+            paused_since: None,
+            leaving: None,
+            closed: false,
+            last_snapshot_index: applied,
+        };
+        node.pin_election_timeout();
+        node
+    }
+
+    /// This member's identity.
+    pub fn me(&self) -> &MemberInfo {
+        &self.me
+    }
+
+    /// True once the node left the group.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// True while the node is a member of a primary component.
+    pub fn is_primary(&self) -> bool {
+        self.primary
+    }
+
+    /// The replicated group state as of the last applied entry.
+    pub fn group_state(&self) -> &GroupState {
+        &self.state
+    }
+
+    /// Advances logical time by one tick.
+    pub fn tick(&mut self, now: Nanos) {
+        if self.closed {
+            return;
+        }
+        self.advance_clock(now);
+        self.tick += 1;
+        self.raw.tick();
+        self.pin_election_timeout();
+    }
+
+    /// Handles bytes received from a peer.
+    pub fn receive(&mut self, now: Nanos, bytes: &[u8]) -> Result<(), ReceiveError> {
+        if self.closed {
+            return Err(ReceiveError::Closed);
+        }
+        self.advance_clock(now);
+        let (from, message) = wire::decode(bytes)?;
+        match message {
+            WireMessage::Raft(raft_message) => self.receive_raft(from, raft_message),
+            WireMessage::Forward(submissions) => self.receive_forward(from, submissions),
+            WireMessage::Join(info) => {
+                self.receive_join(info);
+                Ok(())
+            }
+            WireMessage::Welcome(members) => {
+                if !self.member {
+                    for info in members {
+                        self.known_addresses.insert(info.raft_id, info.address);
+                    }
+                }
+                Ok(())
+            }
+            WireMessage::Leave => {
+                self.require_member(from)?;
+                if self.is_leader() {
+                    self.conf_queue.push_back(ConfOp::Remove(from));
+                }
+                Ok(())
+            }
+            WireMessage::Control(control) => {
+                self.require_member(from)?;
+                let concerns_sender = match control {
+                    Control::FlowStop(id) | Control::FlowResume(id) | Control::State(id, _) => {
+                        id == from
+                    }
+                };
+                if concerns_sender && self.is_leader() {
+                    self.propose_entry(&LogEntry::Control(control));
+                }
+                Ok(())
+            }
+            WireMessage::Removed(raft_id) => {
+                let sender_is_member = self.state.members.contains_key(&from);
+                if raft_id == self.me.raft_id && self.member && sender_is_member && !self.primary {
+                    // A member of the primary component says we were evicted while we could
+                    // not hear it: start over as a new member.
+                    tracing::warn!(me = self.me.raft_id, "evicted from the primary component");
+                    self.rejoin();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues a write-set for ordering; returns its submission number.
+    pub fn submit(&mut self, payload: Vec<u8>) -> u64 {
+        let submit_id = self.next_submit_id;
+        self.next_submit_id += 1;
+        self.pending.insert(submit_id, PendingSubmission { payload, sent: None });
+        submit_id
+    }
+
+    /// Reports the node's queue of ordered-but-not-committed actions, for flow control.
+    pub fn report_apply_queue(&mut self, queued: u64) {
+        self.apply_queue_len = queued;
+    }
+
+    /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
+    pub fn set_local_state(&mut self, state: NodeState) {
+        self.local_state = state;
+    }
+
+    /// Starts a graceful leave: the group shrinks its quorum by this member.
+    pub fn leave(&mut self) {
+        if self.leaving.is_none() {
+            self.leaving = Some(Leaving { last_request_tick: None, removal_seen_tick: None });
+        }
+    }
+
+    /// Runs Raft and the group logic; returns what to send and what to deliver.
+    pub fn poll(&mut self, now: Nanos) -> (Vec<Outgoing>, Vec<Delivery>) {
+        if !self.closed {
+            self.advance_clock(now);
+            self.drive_raft();
+            self.after_raft();
+            self.drive_raft();
+        }
+        (std::mem::take(&mut self.outbox), self.deliveries.drain(..).collect())
+    }
+
+    /// Status figures.
+    pub fn status(&self) -> GroupStatus {
+        let mut flow = self.flow.clone();
+        if let Some(since) = self.paused_since {
+            flow.paused_ns += self.now.since(since);
+        }
+        GroupStatus {
+            raft_id: self.me.raft_id,
+            uuid: self.me.uuid,
+            cluster: self.state.cluster,
+            primary: self.primary,
+            leader: self.is_leader(),
+            members: if self.member { self.state.members.len() } else { 0 },
+            last_delivered: self.last_delivered,
+            paused: self.state.is_paused(),
+            flow,
+            pending_submissions: self.pending.len(),
+            log_entries: self.raw.store().len(),
+        }
+    }
+
+    fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    fn advance_clock(&mut self, now: Nanos) {
+        assert!(now >= self.now, "time went backwards: {now:?} after {:?}", self.now);
+        self.now = now;
+    }
+
+    fn require_member(&self, from: u64) -> Result<(), ReceiveError> {
+        if self.state.members.contains_key(&from) {
+            Ok(())
+        } else {
+            Err(ReceiveError::NotInView { from })
+        }
+    }
+
+    fn receive_raft(&mut self, from: u64, message: Message) -> Result<(), ReceiveError> {
+        if message.to != self.me.raft_id {
+            return Err(ReceiveError::WrongRecipient { to: message.to, me: self.me.raft_id });
+        }
+        let conf = self.raw.store().conf_state();
+        let in_conf = conf.voters.contains(&from) || conf.learners.contains(&from);
+        // A node that is not a member yet takes Raft traffic from anyone: that is how the
+        // leader brings it in. A member only listens to the current configuration.
+        if self.member && !in_conf && !self.state.members.contains_key(&from) {
+            if let Some(info) = self.departed.iter().find(|info| info.raft_id == from) {
+                let bytes = wire::encode(self.me.raft_id, &WireMessage::Removed(from));
+                self.outbox.push(Outgoing {
+                    to_raft_id: Some(from),
+                    address: info.address.clone(),
+                    bytes,
+                });
+            }
+            return Err(ReceiveError::NotInView { from });
+        }
+        self.last_heard.insert(from, self.tick);
+        let term = message.term;
+        let result = self.raw.step(message);
+        if from == self.raw.raft.leader_id && term >= self.raw.raft.term {
+            self.leader_contact_tick = self.tick;
+        }
+        self.pin_election_timeout();
+        result.map_err(|e| ReceiveError::Raft { from, reason: e.to_string() })
+    }
+
+    fn receive_forward(
+        &mut self,
+        from: u64,
+        submissions: Vec<Submission>,
+    ) -> Result<(), ReceiveError> {
+        self.require_member(from)?;
+        let origin = self.state.members[&from].info.uuid;
+        if submissions.iter().any(|s| s.origin != origin) {
+            return Err(ReceiveError::ForeignSubmission { from });
+        }
+        if self.is_leader() {
+            self.batch.extend(submissions);
+        }
+        // A follower drops it: the origin resends to whoever leads once it notices.
+        Ok(())
+    }
+
+    fn receive_join(&mut self, info: MemberInfo) {
+        if self.state.members.contains_key(&info.raft_id) || !self.member {
+            return;
+        }
+        if self.is_leader() {
+            self.known_addresses.insert(info.raft_id, info.address.clone());
+            let welcome: Vec<MemberInfo> =
+                self.state.members.values().map(|m| m.info.clone()).collect();
+            let bytes = wire::encode(self.me.raft_id, &WireMessage::Welcome(welcome));
+            self.outbox.push(Outgoing {
+                to_raft_id: Some(info.raft_id),
+                address: info.address.clone(),
+                bytes,
+            });
+            let queued = self
+                .conf_queue
+                .iter()
+                .any(|op| matches!(op, ConfOp::Add(queued) if queued.raft_id == info.raft_id));
+            if !queued {
+                self.conf_queue.push_back(ConfOp::Add(info));
+            }
+        } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
+            let bytes = wire::encode(self.me.raft_id, &WireMessage::Join(info));
+            let to = self.raw.raft.leader_id;
+            self.outbox.push(Outgoing { to_raft_id: Some(to), address, bytes });
+        }
+    }
+
+    fn address_of(&self, raft_id: u64) -> Option<String> {
+        if raft_id == 0 {
+            return None;
+        }
+        self.state
+            .members
+            .get(&raft_id)
+            .map(|m| m.info.address.clone())
+            .or_else(|| self.known_addresses.get(&raft_id).cloned())
+            .or_else(|| {
+                self.departed.iter().find(|i| i.raft_id == raft_id).map(|i| i.address.clone())
+            })
+    }
+
+    fn send_raft(&mut self, messages: Vec<Message>) {
+        for message in messages {
+            let to = message.to;
+            match self.address_of(to) {
+                Some(address) => {
+                    let bytes = wire::encode(self.me.raft_id, &WireMessage::Raft(message));
+                    self.outbox.push(Outgoing { to_raft_id: Some(to), address, bytes });
+                }
+                None => tracing::debug!(to, "no address for Raft peer; message dropped"),
+            }
+        }
+    }
+
+    /// Pins the election timeout to a value from the seeded generator. raft-rs draws it from
+    /// an unseeded thread RNG whenever it resets the timer; overwriting it right after every
+    /// call keeps a run reproducible.
+    fn pin_election_timeout(&mut self) {
+        if self.raw.raft.election_elapsed == 0 {
+            let low = self.config.election_ticks;
+            let timeout = self.rng.gen_range(low..2 * low);
+            self.raw.raft.set_randomized_election_timeout(timeout);
+        }
+    }
+
+    fn drive_raft(&mut self) {
+        if !self.raw.has_ready() {
+            return;
+        }
+        let mut ready = self.raw.ready();
+        self.send_raft(ready.take_messages());
+        if !ready.snapshot().is_empty() {
+            self.install_snapshot(ready.snapshot().clone());
+        }
+        let committed = ready.take_committed_entries();
+        self.apply_entries(committed);
+        if !ready.entries().is_empty() {
+            self.watch_for_own_removal(ready.entries());
+            self.raw.mut_store().append(ready.entries());
+        }
+        if let Some(hard_state) = ready.hs() {
+            self.raw.mut_store().set_hard_state(hard_state.clone());
+        }
+        self.send_raft(ready.take_persisted_messages());
+        let mut light = self.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            self.raw.mut_store().set_commit(commit);
+        }
+        self.send_raft(light.take_messages());
+        let committed = light.take_committed_entries();
+        self.apply_entries(committed);
+        self.raw.advance_apply();
+        self.pin_election_timeout();
+        self.maybe_compact();
+    }
+
+    fn install_snapshot(&mut self, snapshot: Snapshot) {
+        let state = GroupState::decode(snapshot.get_data())
+            .expect("a group-state snapshot that passed the wire checksum decodes");
+        self.raw.mut_store().install_snapshot(snapshot.clone());
+        self.last_snapshot_index = snapshot.get_metadata().index;
+        let was_member = self.member;
+        self.state = state;
+        let in_view = self.state.members.contains_key(&self.me.raft_id);
+        if was_member && in_view && self.state.last_seqno > self.last_delivered {
+            self.deliveries.push_back(Delivery::StateGap {
+                last_delivered: self.last_delivered,
+                resume_after: self.state.last_seqno,
+            });
+            self.last_delivered = self.state.last_seqno;
+        } else if !was_member && in_view {
+            // The view that added us is already inside the snapshot: we start from it.
+            self.member = true;
+            self.last_delivered = self.state.last_seqno;
+            let view = self.view(true, false, self.state.last_seqno);
+            self.deliver_view(view);
+        } else if was_member && !in_view {
+            self.lose_membership();
+        }
+        self.update_pause_clock();
+    }
+
+    fn apply_entries(&mut self, entries: Vec<Entry>) {
+        for entry in entries {
+            match entry.get_entry_type() {
+                EntryType::EntryNormal if entry.data.is_empty() => {}
+                EntryType::EntryNormal => {
+                    let log_entry = LogEntry::decode(&entry.data)
+                        .expect("the leader only proposes entries it encoded");
+                    self.apply_log_entry(log_entry);
+                }
+                EntryType::EntryConfChangeV2 => {
+                    self.apply_conf_change(&entry);
+                    self.take_snapshot(entry.index, entry.term);
+                }
+                EntryType::EntryConfChange => {
+                    panic!("a version 1 conf change at Raft index {}", entry.index)
+                }
+            }
+        }
+    }
+
+    fn apply_log_entry(&mut self, log_entry: LogEntry) {
+        match log_entry {
+            LogEntry::Batch(submissions) => {
+                for submission in submissions {
+                    let Some(seqno) = self.state.order_submission(&submission) else { continue };
+                    let local = submission.origin == self.me.uuid;
+                    if local {
+                        self.pending.remove(&submission.submit_id);
+                    }
+                    if self.member {
+                        self.deliver(Delivery::WriteSet {
+                            seqno,
+                            origin: submission.origin,
+                            submit_id: submission.submit_id,
+                            local,
+                            payload: submission.payload,
+                        });
+                    }
+                }
+            }
+            LogEntry::Control(control) => {
+                let paused_before = self.state.paused_by.clone();
+                self.state.apply_control(&control);
+                if matches!(control, Control::FlowStop(_) | Control::FlowResume(_)) {
+                    self.flow.recv += 1;
+                }
+                for started in self.state.paused_by.difference(&paused_before) {
+                    let name = self.state.members[started].info.name.clone();
+                    *self.flow.pauses_by.entry(name).or_default() += 1;
+                }
+                self.update_pause_clock();
+            }
+        }
+    }
+
+    fn apply_conf_change(&mut self, entry: &Entry) {
+        let mut change = ConfChangeV2::default();
+        change.merge_from_bytes(&entry.data).expect("the leader only proposes valid changes");
+        let conf_state = self.raw.apply_conf_change(&change).expect("valid membership change");
+        self.raw.mut_store().set_conf_state(conf_state);
+        let mut removed_me = false;
+        let mut added_me = false;
+        for single in change.get_changes() {
+            match single.get_change_type() {
+                ConfChangeType::AddNode => {
+                    let info: MemberInfo = wire::bincode_decode(&entry.context)
+                        .expect("an added member carries its identity");
+                    assert_eq!(info.raft_id, single.node_id, "identity of another node");
+                    added_me |= info.raft_id == self.me.raft_id;
+                    self.known_addresses.remove(&info.raft_id);
+                    self.state.add_member(info);
+                }
+                ConfChangeType::RemoveNode => {
+                    removed_me |= single.node_id == self.me.raft_id;
+                    if let Some(record) = self.state.members.get(&single.node_id) {
+                        self.departed.push_back(record.info.clone());
+                        if self.departed.len() > DEPARTED_REMEMBERED {
+                            self.departed.pop_front();
+                        }
+                    }
+                    self.state.remove_member(single.node_id);
+                    self.last_heard.remove(&single.node_id);
+                }
+                ConfChangeType::AddLearnerNode => panic!("learners are not used"),
+            }
+        }
+        let seqno = self.state.next_seqno();
+        self.state.view_id += 1;
+        self.update_pause_clock();
+        if added_me {
+            self.member = true;
+        }
+        if self.member && !removed_me {
+            let view = self.view(self.primary || self.is_leader(), true, seqno);
+            self.deliver(Delivery::View(view));
+        }
+        if removed_me {
+            self.lose_membership();
+        }
+    }
+
+    fn watch_for_own_removal(&mut self, entries: &[Entry]) {
+        let Some(leaving) = self.leaving.as_mut() else { return };
+        for entry in entries {
+            if entry.get_entry_type() != EntryType::EntryConfChangeV2 {
+                continue;
+            }
+            let mut change = ConfChangeV2::default();
+            if change.merge_from_bytes(&entry.data).is_err() {
+                continue;
+            }
+            let removes_me = change.get_changes().iter().any(|c| {
+                c.get_change_type() == ConfChangeType::RemoveNode && c.node_id == self.me.raft_id
+            });
+            if removes_me && leaving.removal_seen_tick.is_none() {
+                leaving.removal_seen_tick = Some(self.tick);
+            }
+        }
+    }
+
+    fn deliver(&mut self, delivery: Delivery) {
+        if let Delivery::WriteSet { seqno, .. } | Delivery::View(View { seqno, ordered: true, .. }) =
+            &delivery
+        {
+            assert_eq!(
+                *seqno,
+                self.last_delivered.next(),
+                "seqno gap or repeat in delivery on member {}",
+                self.me.raft_id
+            );
+            self.last_delivered = *seqno;
+        }
+        if let Delivery::View(view) = &delivery {
+            self.current_view = Some(view.clone());
+        }
+        self.deliveries.push_back(delivery);
+    }
+
+    fn deliver_view(&mut self, view: View) {
+        self.current_view = Some(view.clone());
+        self.deliveries.push_back(Delivery::View(view));
+    }
+
+    fn view(&self, primary: bool, ordered: bool, seqno: Seqno) -> View {
+        let members: Vec<ViewMember> = self
+            .state
+            .members
+            .values()
+            .map(|m| ViewMember {
+                uuid: m.info.uuid,
+                name: m.info.name.clone(),
+                address: m.info.address.clone(),
+                state: m.state,
+            })
+            .collect();
+        let own_index = self.state.members.keys().position(|id| *id == self.me.raft_id);
+        View {
+            cluster: self.state.cluster,
+            seqno,
+            view_id: self.state.view_id,
+            primary,
+            ordered,
+            members,
+            own_index,
+        }
+    }
+
+    fn lose_membership(&mut self) {
+        self.member = false;
+        self.primary = false;
+        let view = View {
+            cluster: self.state.cluster,
+            seqno: self.last_delivered,
+            view_id: self.state.view_id,
+            primary: false,
+            ordered: false,
+            members: Vec::new(),
+            own_index: None,
+        };
+        self.deliver_view(view);
+        if self.leaving.is_some() {
+            self.close();
+        }
+    }
+
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.abandon_pending();
+        self.closed = true;
+        self.primary = false;
+        self.deliveries.push_back(Delivery::Closed);
+    }
+
+    fn abandon_pending(&mut self) {
+        let submit_ids: Vec<u64> = std::mem::take(&mut self.pending).into_keys().collect();
+        if !submit_ids.is_empty() {
+            self.deliveries.push_back(Delivery::Abandoned { submit_ids });
+        }
+    }
+
+    /// Starts over as a new member (new Raft id and UUID) after an eviction.
+    fn rejoin(&mut self) {
+        if self.member {
+            self.lose_membership();
+        }
+        self.abandon_pending();
+        let me = new_identity(&mut self.rng, &self.me.name, &self.me.address);
+        let mut seeds: Vec<String> =
+            self.state.members.values().map(|m| m.info.address.clone()).collect();
+        seeds.extend(self.seeds.iter().cloned());
+        seeds.sort();
+        seeds.dedup();
+        let rng = self.rng.clone();
+        let mut fresh =
+            GroupNode::join(self.config.clone(), &me.name, &me.address, seeds, rng, self.now);
+        fresh.tick = self.tick;
+        fresh.flow = std::mem::take(&mut self.flow);
+        fresh.deliveries = std::mem::take(&mut self.deliveries);
+        fresh.outbox = std::mem::take(&mut self.outbox);
+        fresh.last_delivered = self.last_delivered;
+        *self = fresh;
+    }
+
+    /// Everything that runs after Raft's output was handled.
+    fn after_raft(&mut self) {
+        self.track_leadership();
+        self.update_primary();
+        self.request_join();
+        self.progress_leave();
+        self.send_controls();
+        self.send_submissions();
+        if self.is_leader() {
+            self.evict_silent_members();
+            self.propose_conf_change();
+            self.propose_batch();
+        }
+    }
+
+    fn track_leadership(&mut self) {
+        let leader = self.is_leader();
+        if leader && !self.was_leader {
+            // A new leader gives every member a full suspect timeout before judging it.
+            let tick = self.tick;
+            for id in self.state.members.keys() {
+                self.last_heard.insert(*id, tick);
+            }
+        }
+        if !leader && self.was_leader {
+            self.batch.clear();
+            self.conf_queue.clear();
+        }
+        self.was_leader = leader;
+    }
+
+    fn update_primary(&mut self) {
+        let contact = self.is_leader()
+            || (self.raw.raft.leader_id != 0
+                && self.tick - self.leader_contact_tick <= 2 * self.config.election_ticks as u64);
+        let primary = self.member && contact;
+        if primary == self.primary {
+            return;
+        }
+        self.primary = primary;
+        let view = self.view(primary, false, self.last_delivered);
+        self.deliver_view(view);
+    }
+
+    fn request_join(&mut self) {
+        if self.member || self.closed {
+            return;
+        }
+        let due = self.last_join_tick.is_none_or(|t| self.tick >= t + self.config.join_retry_ticks);
+        if !due {
+            return;
+        }
+        self.last_join_tick = Some(self.tick);
+        let bytes = wire::encode(self.me.raft_id, &WireMessage::Join(self.me.clone()));
+        for seed in &self.seeds {
+            if *seed != self.me.address {
+                self.outbox.push(Outgoing {
+                    to_raft_id: None,
+                    address: seed.clone(),
+                    bytes: bytes.clone(),
+                });
+            }
+        }
+    }
+
+    fn progress_leave(&mut self) {
+        let Some(leaving) = self.leaving.as_ref() else { return };
+        if let Some(seen) = leaving.removal_seen_tick {
+            if self.tick >= seen + self.config.leave_grace_ticks {
+                self.close();
+            }
+            return;
+        }
+        let others: Vec<u64> = self
+            .raw
+            .store()
+            .conf_state()
+            .voters
+            .iter()
+            .copied()
+            .filter(|id| *id != self.me.raft_id)
+            .collect();
+        if !self.member || others.is_empty() {
+            self.close();
+            return;
+        }
+        let due = leaving.last_request_tick.is_none_or(|t| self.tick >= t + self.config.resend_ticks);
+        if !due {
+            return;
+        }
+        if let Some(leaving) = self.leaving.as_mut() {
+            leaving.last_request_tick = Some(self.tick);
+        }
+        if self.is_leader() {
+            // Hand leadership over first: a leader that removes itself and stops may leave
+            // the others unsure whether the removal was ordered.
+            let progress = self.raw.raft.prs();
+            let best = others
+                .iter()
+                .copied()
+                .max_by_key(|id| progress.get(*id).map_or(0, |p| p.matched))
+                .expect("others is not empty");
+            self.raw.transfer_leader(best);
+        } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
+            let bytes = wire::encode(self.me.raft_id, &WireMessage::Leave);
+            let to = self.raw.raft.leader_id;
+            self.outbox.push(Outgoing { to_raft_id: Some(to), address, bytes });
+        }
+    }
+
+    fn send_controls(&mut self) {
+        if !self.member || !self.primary {
+            return;
+        }
+        let may_pause = self.local_state.may_send_flow_control();
+        if may_pause && !self.stop_wanted && self.apply_queue_len > self.config.fc_limit {
+            self.stop_wanted = true;
+            self.flow.sent += 1;
+            self.last_control_tick = None;
+        } else if self.stop_wanted
+            && (!may_pause || self.apply_queue_len <= self.config.fc_resume_at())
+        {
+            self.stop_wanted = false;
+            self.flow.sent += 1;
+            self.last_control_tick = None;
+        }
+        let me = self.me.raft_id;
+        let Some(record) = self.state.members.get(&me) else { return };
+        let mut wanted = Vec::new();
+        if record.state != self.local_state {
+            wanted.push(Control::State(me, self.local_state));
+        }
+        let stopped = self.state.paused_by.contains(&me);
+        if self.stop_wanted && !stopped {
+            wanted.push(Control::FlowStop(me));
+        } else if !self.stop_wanted && stopped {
+            wanted.push(Control::FlowResume(me));
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let due = self.last_control_tick.is_none_or(|t| self.tick >= t + self.config.resend_ticks);
+        if !due {
+            return;
+        }
+        self.last_control_tick = Some(self.tick);
+        for control in wanted {
+            if self.is_leader() {
+                self.propose_entry(&LogEntry::Control(control));
+            } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
+                let bytes = wire::encode(me, &WireMessage::Control(control));
+                let to = self.raw.raft.leader_id;
+                self.outbox.push(Outgoing { to_raft_id: Some(to), address, bytes });
+            }
+        }
+    }
+
+    fn send_submissions(&mut self) {
+        let leader = self.raw.raft.leader_id;
+        if !self.member || leader == 0 || self.pending.is_empty() {
+            return;
+        }
+        let paused = self.state.is_paused();
+        let tick = self.tick;
+        let resend_ticks = self.config.resend_ticks;
+        let mut to_send = Vec::new();
+        for (submit_id, pending) in self.pending.iter_mut() {
+            let due = match pending.sent {
+                // Flow control holds back what was never sent; resends still go.
+                None => !paused,
+                Some((sent_tick, sent_leader)) => {
+                    sent_leader != leader || tick >= sent_tick + resend_ticks
+                }
+            };
+            if due {
+                pending.sent = Some((tick, leader));
+                to_send.push(Submission {
+                    origin: self.me.uuid,
+                    submit_id: *submit_id,
+                    payload: pending.payload.clone(),
+                });
+            }
+        }
+        if to_send.is_empty() {
+            return;
+        }
+        if leader == self.me.raft_id {
+            self.batch.extend(to_send);
+        } else if let Some(address) = self.address_of(leader) {
+            let bytes = wire::encode(self.me.raft_id, &WireMessage::Forward(to_send));
+            self.outbox.push(Outgoing { to_raft_id: Some(leader), address, bytes });
+        }
+    }
+
+    fn evict_silent_members(&mut self) {
+        let suspect_ticks = self.config.suspect_ticks();
+        let tick = self.tick;
+        let mut silent = Vec::new();
+        for id in self.state.members.keys().copied().filter(|id| *id != self.me.raft_id) {
+            // A member the leader has no record of (just added) starts its clock now.
+            let heard = *self.last_heard.entry(id).or_insert(tick);
+            if tick.saturating_sub(heard) > suspect_ticks {
+                silent.push(id);
+            }
+        }
+        for id in silent {
+            let queued =
+                self.conf_queue.iter().any(|op| matches!(op, ConfOp::Remove(queued) if *queued == id));
+            if !queued {
+                tracing::info!(member = id, "member silent past evs.suspect_timeout: evicting");
+                self.conf_queue.push_back(ConfOp::Remove(id));
+            }
+        }
+    }
+
+    fn propose_conf_change(&mut self) {
+        let raft = &self.raw.raft;
+        if raft.pending_conf_index > raft.raft_log.applied {
+            return;
+        }
+        while let Some(op) = self.conf_queue.pop_front() {
+            let (change_type, node_id, context) = match &op {
+                ConfOp::Add(info) if !self.state.members.contains_key(&info.raft_id) => {
+                    (ConfChangeType::AddNode, info.raft_id, wire::bincode_encode(info))
+                }
+                ConfOp::Remove(id) if self.state.members.contains_key(id) => {
+                    (ConfChangeType::RemoveNode, *id, Vec::new())
+                }
+                _ => continue,
+            };
+            let mut single = ConfChangeSingle::default();
+            single.set_change_type(change_type);
+            single.node_id = node_id;
+            let mut change = ConfChangeV2::default();
+            change.mut_changes().push(single);
+            if self.raw.propose_conf_change(context, change).is_err() {
+                self.conf_queue.push_front(op);
+            }
+            return;
+        }
+    }
+
+    fn propose_batch(&mut self) {
+        if self.batch.is_empty() || self.state.is_paused() {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        while !batch.is_empty() {
+            let mut bytes = 0;
+            let take = batch
+                .iter()
+                .take_while(|s| {
+                    bytes += s.payload.len();
+                    bytes <= self.config.batch_bytes_max
+                })
+                .count()
+                .max(1);
+            let rest = batch.split_off(take);
+            if !self.propose_entry(&LogEntry::Batch(batch)) {
+                // Raft refused (uncommitted limit, leadership transfer): origins resend.
+                return;
+            }
+            batch = rest;
+        }
+    }
+
+    fn propose_entry(&mut self, entry: &LogEntry) -> bool {
+        self.raw.propose(Vec::new(), entry.encode()).is_ok()
+    }
+
+    fn update_pause_clock(&mut self) {
+        match (self.state.is_paused(), self.paused_since) {
+            (true, None) => self.paused_since = Some(self.now),
+            (false, Some(since)) => {
+                self.flow.paused_ns += self.now.since(since);
+                self.paused_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn take_snapshot(&mut self, index: u64, term: u64) {
+        let data = self.state.encode();
+        self.raw.mut_store().record_snapshot(index, term, data);
+        self.last_snapshot_index = index;
+    }
+
+    fn maybe_compact(&mut self) {
+        let applied = self.raw.raft.raft_log.applied;
+        if applied >= self.last_snapshot_index + self.config.snapshot_interval_entries {
+            let term = raft::Storage::term(self.raw.store(), applied).expect("applied is in the log");
+            self.take_snapshot(applied, term);
+        }
+        let keep_from = applied.saturating_sub(self.config.log_retain_entries);
+        self.raw.mut_store().compact_to(keep_from);
+    }
+}
+
+fn new_identity(rng: &mut SeededRng, name: &str, address: &str) -> MemberInfo {
+    MemberInfo {
+        raft_id: rng.gen_range(1..u64::MAX),
+        uuid: Uuid::random(rng),
+        name: name.to_owned(),
+        address: address.to_owned(),
+    }
+}
+
+fn raft_config(config: &GroupConfig, raft_id: u64, applied: u64) -> raft::Config {
+    raft::Config {
+        id: raft_id,
+        election_tick: config.election_ticks,
+        heartbeat_tick: config.heartbeat_ticks,
+        min_election_tick: config.election_ticks,
+        max_election_tick: 2 * config.election_ticks,
+        applied,
+        check_quorum: true,
+        pre_vote: true,
+        max_size_per_msg: 1 << 20,
+        max_inflight_msgs: 256,
+        max_uncommitted_size: 256 << 20,
+        ..Default::default()
+    }
+}
+
+fn discard_logger() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}

@@ -1,0 +1,281 @@
+//! The replicated group state: what every member computes identically from the ordered log.
+//!
+//! This is the only place where Raft log entries turn into seqnos. A Raft index is not a
+//! seqno: one entry may carry a batch of many write-sets, control entries carry none, and
+//! duplicates are dropped without a seqno. A Raft snapshot carries this state (the group's
+//! metadata), never database state: database state moves by IST/SST.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base::{NodeState, Seqno, Uuid};
+use serde::{Deserialize, Serialize};
+
+use crate::wire::{bincode_decode, bincode_encode, WireError};
+
+/// Who a member is: fixed for the life of one membership.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberInfo {
+    /// The member's Raft id (new for every membership).
+    pub raft_id: u64,
+    /// The member's UUID (new for every membership).
+    pub uuid: Uuid,
+    /// `wsrep_node_name`.
+    pub name: String,
+    /// The address peers reach it at (`wsrep_node_incoming_address` for the group layer).
+    pub address: String,
+}
+
+/// One write-set (opaque bytes to this layer) submitted for ordering.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submission {
+    /// The submitting member's UUID.
+    pub origin: Uuid,
+    /// Per-origin number, from 1, used to deliver each submission exactly once.
+    pub submit_id: u64,
+    /// The encoded write-set.
+    pub payload: Vec<u8>,
+}
+
+/// Ordered actions that change group state but take no seqno.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Control {
+    /// The member's apply queue is over `gcs.fc_limit`: stop ordering write-sets.
+    FlowStop(u64),
+    /// The member's queue is back under the resume mark.
+    FlowResume(u64),
+    /// The member's node state changed (JOINER, JOINED, SYNCED, DONOR, ...).
+    State(u64, NodeState),
+}
+
+/// The payload of a normal Raft entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LogEntry {
+    /// Write-sets, each taking the next seqno unless it is a duplicate.
+    Batch(Vec<Submission>),
+    /// A control action.
+    Control(Control),
+}
+
+impl LogEntry {
+    /// Encodes the entry for the Raft log.
+    pub fn encode(&self) -> Vec<u8> {
+        bincode_encode(self)
+    }
+
+    /// Decodes an entry from the Raft log.
+    pub fn decode(bytes: &[u8]) -> Result<LogEntry, WireError> {
+        bincode_decode(bytes)
+    }
+}
+
+/// A member as the replicated state knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    /// Identity.
+    pub info: MemberInfo,
+    /// Last node state the member announced.
+    pub state: NodeState,
+}
+
+/// Remembers which submissions of one origin were ordered, so each is delivered once.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupWindow {
+    /// Every submit id at or below this was ordered.
+    pub contiguous: u64,
+    /// Ordered ids above `contiguous` (resends can arrive out of order).
+    pub above: BTreeSet<u64>,
+}
+
+impl DedupWindow {
+    /// Records `id`; false if it was ordered before.
+    pub fn insert(&mut self, id: u64) -> bool {
+        if id <= self.contiguous || !self.above.insert(id) {
+            return false;
+        }
+        while self.above.remove(&(self.contiguous + 1)) {
+            self.contiguous += 1;
+        }
+        true
+    }
+
+    /// True if `id` was ordered.
+    pub fn contains(&self, id: u64) -> bool {
+        id <= self.contiguous || self.above.contains(&id)
+    }
+}
+
+/// The state every member derives from the ordered log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupState {
+    /// The cluster state UUID.
+    pub cluster: Uuid,
+    /// The last seqno handed out.
+    pub last_seqno: Seqno,
+    /// Count of primary views so far (wsrep's view id).
+    pub view_id: u64,
+    /// Members by Raft id.
+    pub members: BTreeMap<u64, MemberRecord>,
+    /// Per-origin delivery record.
+    pub dedup: BTreeMap<Uuid, DedupWindow>,
+    /// Members whose flow-control stop is in force.
+    pub paused_by: BTreeSet<u64>,
+}
+
+impl GroupState {
+    /// The state of a new cluster whose only member is `founder`.
+    pub fn genesis(cluster: Uuid, founder: MemberInfo) -> GroupState {
+        let mut members = BTreeMap::new();
+        let raft_id = founder.raft_id;
+        members.insert(raft_id, MemberRecord { info: founder, state: NodeState::Synced });
+        GroupState {
+            cluster,
+            last_seqno: Seqno(1),
+            view_id: 1,
+            members,
+            dedup: BTreeMap::new(),
+            paused_by: BTreeSet::new(),
+        }
+    }
+
+    /// Encodes the state for a Raft snapshot.
+    pub fn encode(&self) -> Vec<u8> {
+        bincode_encode(self)
+    }
+
+    /// Decodes the state from a Raft snapshot.
+    pub fn decode(bytes: &[u8]) -> Result<GroupState, WireError> {
+        bincode_decode(bytes)
+    }
+
+    /// Hands out the next seqno.
+    pub fn next_seqno(&mut self) -> Seqno {
+        self.last_seqno = self.last_seqno.next();
+        self.last_seqno
+    }
+
+    /// Orders one submission: its seqno, or `None` for a duplicate or a write-set from a
+    /// node that is no longer a member (its transaction was already failed on its origin).
+    pub fn order_submission(&mut self, submission: &Submission) -> Option<Seqno> {
+        if !self.members.values().any(|m| m.info.uuid == submission.origin) {
+            return None;
+        }
+        let window = self.dedup.entry(submission.origin).or_default();
+        if !window.insert(submission.submit_id) {
+            return None;
+        }
+        Some(self.next_seqno())
+    }
+
+    /// Applies a control action. Flow control from a member in DONOR/DESYNCED (or any state
+    /// that must not pause the cluster) is ignored.
+    pub fn apply_control(&mut self, control: &Control) {
+        match *control {
+            Control::FlowStop(raft_id) => {
+                let may_pause = self
+                    .members
+                    .get(&raft_id)
+                    .is_some_and(|m| m.state.may_send_flow_control());
+                if may_pause {
+                    self.paused_by.insert(raft_id);
+                }
+            }
+            Control::FlowResume(raft_id) => {
+                self.paused_by.remove(&raft_id);
+            }
+            Control::State(raft_id, state) => {
+                if let Some(member) = self.members.get_mut(&raft_id) {
+                    member.state = state;
+                    if !state.may_send_flow_control() {
+                        self.paused_by.remove(&raft_id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds a member (a view change).
+    pub fn add_member(&mut self, info: MemberInfo) {
+        let raft_id = info.raft_id;
+        self.members.insert(raft_id, MemberRecord { info, state: NodeState::Primary });
+    }
+
+    /// Removes a member (a view change): its flow-control stop and delivery record go too.
+    pub fn remove_member(&mut self, raft_id: u64) {
+        if let Some(record) = self.members.remove(&raft_id) {
+            self.dedup.remove(&record.info.uuid);
+        }
+        self.paused_by.remove(&raft_id);
+    }
+
+    /// True while any member's flow-control stop is in force.
+    pub fn is_paused(&self) -> bool {
+        !self.paused_by.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(raft_id: u64) -> MemberInfo {
+        MemberInfo {
+            raft_id,
+            uuid: Uuid([raft_id as u8; 16]),
+            name: format!("n{raft_id}"),
+            address: format!("a{raft_id}"),
+        }
+    }
+
+    #[test]
+    fn dedup_window_accepts_each_id_once_in_any_order() {
+        let mut window = DedupWindow::default();
+        assert!(window.insert(2));
+        assert!(window.insert(1));
+        assert_eq!(window.contiguous, 2);
+        assert!(!window.insert(1));
+        assert!(!window.insert(2));
+        assert!(window.insert(4));
+        assert!(!window.insert(4));
+        assert!(window.contains(4) && !window.contains(3));
+        assert!(window.insert(3));
+        assert_eq!((window.contiguous, window.above.len()), (4, 0));
+    }
+
+    #[test]
+    fn seqnos_are_consecutive_and_duplicates_take_none() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
+        let submission = |id| Submission { origin: Uuid([1; 16]), submit_id: id, payload: vec![] };
+        assert_eq!(state.order_submission(&submission(1)), Some(Seqno(2)));
+        assert_eq!(state.order_submission(&submission(1)), None);
+        assert_eq!(state.order_submission(&submission(2)), Some(Seqno(3)));
+        let stranger = Submission { origin: Uuid([8; 16]), submit_id: 1, payload: vec![] };
+        assert_eq!(state.order_submission(&stranger), None);
+        assert_eq!(state.last_seqno, Seqno(3));
+    }
+
+    #[test]
+    fn a_donor_never_pauses_the_group() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
+        state.add_member(info(2));
+        state.apply_control(&Control::State(2, NodeState::Synced));
+        state.apply_control(&Control::FlowStop(2));
+        assert!(state.is_paused());
+        state.apply_control(&Control::State(2, NodeState::Donor));
+        assert!(!state.is_paused(), "going DONOR lifts the member's stop");
+        state.apply_control(&Control::FlowStop(2));
+        assert!(!state.is_paused(), "a donor's stop is ignored");
+        state.apply_control(&Control::State(2, NodeState::Joined));
+        state.apply_control(&Control::FlowStop(2));
+        state.remove_member(2);
+        assert!(!state.is_paused(), "a departed member's stop is lifted");
+    }
+
+    #[test]
+    fn state_and_entries_round_trip() {
+        let state = GroupState::genesis(Uuid([9; 16]), info(1));
+        assert_eq!(GroupState::decode(&state.encode()), Ok(state));
+        let entry = LogEntry::Control(Control::State(3, NodeState::Joined));
+        assert_eq!(LogEntry::decode(&entry.encode()), Ok(entry));
+        assert!(LogEntry::decode(&[0xff, 0xff, 0xff]).is_err());
+    }
+}

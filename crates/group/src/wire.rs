@@ -1,0 +1,279 @@
+//! The bytes group members exchange, and their checked decoding.
+//!
+//! Every message travels in an envelope: magic `TRGM` (4), version (1), kind (1), sender's
+//! Raft id (8), body length (4), body, CRC32C (4) of everything before it. A peer that sends
+//! garbage, an unknown version or a truncated frame gets a specific [`WireError`]; the
+//! receiver logs it and drops the message, and nothing else changes.
+
+use protobuf::Message as _;
+use raft::eraftpb;
+use serde::{Deserialize, Serialize};
+
+use crate::state::{Control, MemberInfo, Submission};
+
+const MAGIC: [u8; 4] = *b"TRGM";
+/// The wire protocol version this build speaks.
+pub const WIRE_VERSION: u8 = 1;
+const HEADER_LEN: usize = 4 + 1 + 1 + 8 + 4;
+const TRAILER_LEN: usize = 4;
+/// Largest body accepted from a peer; a bigger length field is treated as garbage.
+pub const BODY_LEN_MAX: usize = 64 << 20;
+
+/// A message between group members.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WireMessage {
+    /// A Raft protocol message.
+    Raft(eraftpb::Message),
+    /// Submissions forwarded by a member to the leader for ordering.
+    Forward(Vec<Submission>),
+    /// A node asks to be added to the group (sent to any member; relayed to the leader).
+    Join(MemberInfo),
+    /// A member asks the leader to remove it (graceful leave).
+    Leave,
+    /// The leader's answer to a join request: who the members are and where they listen.
+    Welcome(Vec<MemberInfo>),
+    /// A control action (flow control, node state) for the leader to order.
+    Control(Control),
+    /// Tells the node with this Raft id, which sent a Raft message, that it is no longer a
+    /// member. The id matters: a restarted node may listen at the same address.
+    Removed(u64),
+}
+
+#[derive(Serialize, Deserialize)]
+enum Body {
+    Forward(Vec<Submission>),
+    Join(MemberInfo),
+    Leave,
+    Welcome(Vec<MemberInfo>),
+    Control(Control),
+    Removed(u64),
+}
+
+const KIND_RAFT: u8 = 1;
+const KIND_OTHER: u8 = 2;
+
+/// Why received bytes were not accepted as a group message.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    /// Fewer bytes than the envelope says.
+    #[error("truncated group message: {got} of {needed} bytes")]
+    Truncated {
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes received.
+        got: usize,
+    },
+    /// Bytes that do not start like a group message.
+    #[error("not a group message (bad magic)")]
+    BadMagic,
+    /// A protocol version this build does not speak.
+    #[error("group message version {0} is unknown (this build speaks {WIRE_VERSION})")]
+    UnknownVersion(u8),
+    /// A message kind this build does not know.
+    #[error("unknown group message kind {0}")]
+    UnknownKind(u8),
+    /// A length field beyond [`BODY_LEN_MAX`].
+    #[error("group message body of {0} bytes is over the limit")]
+    TooLarge(usize),
+    /// The CRC32C does not match.
+    #[error("group message checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    ChecksumMismatch {
+        /// Checksum sent.
+        stored: u32,
+        /// Checksum of what arrived.
+        computed: u32,
+    },
+    /// The envelope is fine but the body does not decode.
+    #[error("malformed group message body: {0}")]
+    Malformed(String),
+    /// Bytes after the end of the message.
+    #[error("{0} unexpected bytes after the group message")]
+    TrailingBytes(usize),
+}
+
+/// Encodes a message from member `from` (its Raft id).
+pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
+    let (kind, body) = match message {
+        WireMessage::Raft(raft_message) => (
+            KIND_RAFT,
+            raft_message.write_to_bytes().expect("protobuf encoding of a Raft message"),
+        ),
+        WireMessage::Forward(submissions) => {
+            (KIND_OTHER, bincode_encode(&Body::Forward(submissions.clone())))
+        }
+        WireMessage::Join(info) => (KIND_OTHER, bincode_encode(&Body::Join(info.clone()))),
+        WireMessage::Leave => (KIND_OTHER, bincode_encode(&Body::Leave)),
+        WireMessage::Welcome(members) => {
+            (KIND_OTHER, bincode_encode(&Body::Welcome(members.clone())))
+        }
+        WireMessage::Control(control) => {
+            (KIND_OTHER, bincode_encode(&Body::Control(control.clone())))
+        }
+        WireMessage::Removed(raft_id) => (KIND_OTHER, bincode_encode(&Body::Removed(*raft_id))),
+    };
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TRAILER_LEN);
+    out.extend_from_slice(&MAGIC);
+    out.push(WIRE_VERSION);
+    out.push(kind);
+    out.extend_from_slice(&from.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(body.len()).expect("body under 4 GiB").to_le_bytes());
+    out.extend_from_slice(&body);
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Length of the complete frame at the start of `bytes`, once its header has arrived.
+/// Lets a stream transport cut frames without decoding them.
+pub fn frame_len(bytes: &[u8]) -> Result<Option<usize>, WireError> {
+    if bytes.len() < HEADER_LEN {
+        return Ok(None);
+    }
+    if bytes[..4] != MAGIC {
+        return Err(WireError::BadMagic);
+    }
+    let body_len = u32::from_le_bytes(bytes[14..18].try_into().expect("4 bytes")) as usize;
+    if body_len > BODY_LEN_MAX {
+        return Err(WireError::TooLarge(body_len));
+    }
+    Ok(Some(HEADER_LEN + body_len + TRAILER_LEN))
+}
+
+/// Decodes one message that fills `bytes` exactly; returns the sender's Raft id with it.
+pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
+    let needed = frame_len(bytes)?.ok_or(WireError::Truncated {
+        needed: HEADER_LEN + TRAILER_LEN,
+        got: bytes.len(),
+    })?;
+    if bytes[4] != WIRE_VERSION {
+        return Err(WireError::UnknownVersion(bytes[4]));
+    }
+    if bytes.len() < needed {
+        return Err(WireError::Truncated { needed, got: bytes.len() });
+    }
+    if bytes.len() > needed {
+        return Err(WireError::TrailingBytes(bytes.len() - needed));
+    }
+    let (covered, trailer) = bytes.split_at(needed - TRAILER_LEN);
+    let stored = u32::from_le_bytes(trailer.try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(covered);
+    if stored != computed {
+        return Err(WireError::ChecksumMismatch { stored, computed });
+    }
+    let from = u64::from_le_bytes(bytes[6..14].try_into().expect("8 bytes"));
+    let body = &covered[HEADER_LEN..];
+    let message = match bytes[5] {
+        KIND_RAFT => {
+            let raft_message = eraftpb::Message::parse_from_bytes(body)
+                .map_err(|e| WireError::Malformed(e.to_string()))?;
+            if raft_message.from != from {
+                return Err(WireError::Malformed(format!(
+                    "Raft message claims sender {} inside an envelope from {from}",
+                    raft_message.from
+                )));
+            }
+            WireMessage::Raft(raft_message)
+        }
+        KIND_OTHER => match bincode_decode::<Body>(body)? {
+            Body::Forward(submissions) => WireMessage::Forward(submissions),
+            Body::Join(info) => WireMessage::Join(info),
+            Body::Leave => WireMessage::Leave,
+            Body::Welcome(members) => WireMessage::Welcome(members),
+            Body::Control(control) => WireMessage::Control(control),
+            Body::Removed(raft_id) => WireMessage::Removed(raft_id),
+        },
+        other => return Err(WireError::UnknownKind(other)),
+    };
+    Ok((from, message))
+}
+
+fn bincode_options() -> impl bincode::Options {
+    use bincode::Options;
+    bincode::DefaultOptions::new().with_limit(BODY_LEN_MAX as u64).reject_trailing_bytes()
+}
+
+/// Serializes a value with the bounded options every group codec uses.
+pub(crate) fn bincode_encode<T: Serialize>(value: &T) -> Vec<u8> {
+    use bincode::Options;
+    bincode_options().serialize(value).expect("bincode encoding of an in-memory value")
+}
+
+/// Deserializes a value, refusing oversized lengths and trailing bytes.
+pub(crate) fn bincode_decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, WireError> {
+    use bincode::Options;
+    bincode_options().deserialize(bytes).map_err(|e| WireError::Malformed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base::Uuid;
+
+    fn samples() -> Vec<WireMessage> {
+        let mut raft_message = eraftpb::Message::default();
+        raft_message.from = 7;
+        raft_message.to = 9;
+        raft_message.term = 3;
+        raft_message.set_msg_type(eraftpb::MessageType::MsgHeartbeat);
+        vec![
+            WireMessage::Raft(raft_message),
+            WireMessage::Forward(vec![Submission {
+                origin: Uuid([5; 16]),
+                submit_id: 3,
+                payload: vec![1, 2, 3],
+            }]),
+            WireMessage::Join(MemberInfo {
+                raft_id: 7,
+                uuid: Uuid([1; 16]),
+                name: "node-a".into(),
+                address: "127.0.0.1:4567".into(),
+            }),
+            WireMessage::Leave,
+            WireMessage::Welcome(vec![]),
+            WireMessage::Control(Control::FlowStop(3)),
+            WireMessage::Removed(7),
+        ]
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        for message in samples() {
+            let bytes = encode(7, &message);
+            assert_eq!(frame_len(&bytes), Ok(Some(bytes.len())));
+            assert_eq!(decode(&bytes), Ok((7, message)));
+        }
+    }
+
+    #[test]
+    fn truncation_corruption_and_versions_are_named() {
+        for message in samples() {
+            let bytes = encode(7, &message);
+            for len in 0..bytes.len() {
+                assert!(decode(&bytes[..len]).is_err(), "prefix {len} accepted");
+            }
+            for index in 0..bytes.len() {
+                let mut corrupt = bytes.clone();
+                corrupt[index] ^= 0x04;
+                assert!(decode(&corrupt).is_err(), "flip at {index} accepted");
+            }
+            let mut newer = bytes.clone();
+            newer[4] = WIRE_VERSION + 1;
+            assert_eq!(decode(&newer), Err(WireError::UnknownVersion(WIRE_VERSION + 1)));
+        }
+    }
+
+    #[test]
+    fn a_forged_raft_sender_is_refused() {
+        let mut raft_message = eraftpb::Message::default();
+        raft_message.from = 8;
+        let bytes = encode(7, &WireMessage::Raft(raft_message));
+        assert!(matches!(decode(&bytes), Err(WireError::Malformed(_))));
+    }
+
+    #[test]
+    fn a_huge_length_field_is_refused_before_allocation() {
+        let mut bytes = encode(7, &WireMessage::Leave);
+        bytes[14..18].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(frame_len(&bytes), Err(WireError::TooLarge(u32::MAX as usize)));
+    }
+}

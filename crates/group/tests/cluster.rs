@@ -1,0 +1,338 @@
+//! View, quorum, eviction, leave, flow-control and bad-input rules of the group layer, on a
+//! tiny in-memory cluster with a perfect network that the tests cut links in by hand.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base::{seeded_rng, Nanos, NodeState, Seqno};
+use group::{wire, Delivery, GroupConfig, GroupNode, ReceiveError, View};
+
+const TICK_NS: u64 = 10_000_000;
+
+struct Cluster {
+    nodes: Vec<Option<GroupNode>>,
+    delivered: Vec<Vec<Delivery>>,
+    /// Node indexes that can neither send nor receive.
+    isolated: BTreeSet<usize>,
+    now: u64,
+    seed: u64,
+}
+
+fn config() -> GroupConfig {
+    let mut config = GroupConfig::default();
+    config.tick_interval_ns = TICK_NS;
+    config.apply_option("evs.suspect_timeout", "PT1S").unwrap();
+    config.apply_option("evs.inactive_timeout", "PT1S").unwrap();
+    config.apply_option("gcs.fc_limit", "4").unwrap();
+    config.snapshot_interval_entries = 20;
+    config.log_retain_entries = 40;
+    config
+}
+
+fn address(index: usize) -> String {
+    format!("node{index}")
+}
+
+impl Cluster {
+    fn new(size: usize) -> Cluster {
+        let mut cluster = Cluster {
+            nodes: Vec::new(),
+            delivered: Vec::new(),
+            isolated: BTreeSet::new(),
+            now: 0,
+            seed: 11,
+        };
+        let founder =
+            GroupNode::bootstrap(config(), "node0", &address(0), seeded_rng(1), Nanos(0));
+        cluster.nodes.push(Some(founder));
+        cluster.delivered.push(Vec::new());
+        for _ in 1..size {
+            cluster.add_joiner();
+        }
+        cluster.run_until(|c| c.members_seen_by_all() == size, 2_000);
+        cluster
+    }
+
+    fn add_joiner(&mut self) -> usize {
+        let index = self.nodes.len();
+        self.seed += 1;
+        let joiner = GroupNode::join(
+            config(),
+            &format!("node{index}"),
+            &address(index),
+            vec![address(0), address(1)],
+            seeded_rng(self.seed),
+            Nanos(self.now),
+        );
+        self.nodes.push(Some(joiner));
+        self.delivered.push(Vec::new());
+        index
+    }
+
+    fn node(&mut self, index: usize) -> &mut GroupNode {
+        self.nodes[index].as_mut().expect("node is running")
+    }
+
+    fn step(&mut self) {
+        self.now += TICK_NS;
+        let now = Nanos(self.now);
+        let mut traffic = Vec::new();
+        for (index, slot) in self.nodes.iter_mut().enumerate() {
+            let Some(node) = slot else { continue };
+            node.tick(now);
+            let (outgoing, deliveries) = node.poll(now);
+            self.delivered[index].extend(deliveries);
+            traffic.extend(outgoing.into_iter().map(|o| (index, o)));
+        }
+        // Deliver until quiet, so one step is one tick of a fast network.
+        while !traffic.is_empty() {
+            let mut next = Vec::new();
+            for (from, outgoing) in traffic {
+                let Some(to) = (0..self.nodes.len()).find(|i| address(*i) == outgoing.address)
+                else {
+                    continue;
+                };
+                if self.isolated.contains(&from) || self.isolated.contains(&to) {
+                    continue;
+                }
+                let Some(node) = self.nodes[to].as_mut() else { continue };
+                if let Err(e) = node.receive(now, &outgoing.bytes) { if std::env::var("DEBUG_GROUP").is_ok() { eprintln!("{from}->{to}: {e}"); } }
+                let (outgoing, deliveries) = node.poll(now);
+                self.delivered[to].extend(deliveries);
+                next.extend(outgoing.into_iter().map(|o| (to, o)));
+            }
+            traffic = next;
+        }
+    }
+
+    fn run_until(&mut self, done: impl Fn(&Cluster) -> bool, max_steps: usize) {
+        for _ in 0..max_steps {
+            if done(self) {
+                return;
+            }
+            self.step();
+        }
+        panic!("condition not reached in {max_steps} ticks");
+    }
+
+    fn run(&mut self, steps: usize) {
+        for _ in 0..steps {
+            self.step();
+        }
+    }
+
+    fn last_view(&self, index: usize) -> Option<&View> {
+        self.delivered[index].iter().rev().find_map(|d| match d {
+            Delivery::View(view) => Some(view),
+            _ => None,
+        })
+    }
+
+    /// The smallest member count in the last view of the running, connected nodes.
+    fn members_seen_by_all(&self) -> usize {
+        (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].is_some() && !self.isolated.contains(i))
+            .map(|i| self.last_view(i).filter(|v| v.primary).map_or(0, |v| v.members.len()))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Seqno -> a digest of what was delivered there, per node.
+    fn ordered(&self, index: usize) -> BTreeMap<Seqno, String> {
+        self.delivered[index]
+            .iter()
+            .filter_map(|d| match d {
+                Delivery::WriteSet { seqno, payload, .. } => {
+                    Some((*seqno, format!("ws:{payload:?}")))
+                }
+                Delivery::View(view) if view.ordered => {
+                    let names: Vec<&str> = view.members.iter().map(|m| m.name.as_str()).collect();
+                    Some((view.seqno, format!("view:{names:?}")))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn assert_same_history(cluster: &Cluster, indexes: &[usize]) {
+    let histories: Vec<_> = indexes.iter().map(|i| cluster.ordered(*i)).collect();
+    for (position, history) in histories.iter().enumerate() {
+        let seqnos: Vec<i64> = history.keys().map(|s| s.0).collect();
+        for pair in seqnos.windows(2) {
+            assert_eq!(pair[1], pair[0] + 1, "gap on node {}", indexes[position]);
+        }
+        for (seqno, what) in history {
+            for other in &histories {
+                if let Some(theirs) = other.get(seqno) {
+                    assert_eq!(what, theirs, "nodes disagree at {seqno:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn three_nodes_form_one_primary_view_and_order_identically() {
+    let mut cluster = Cluster::new(3);
+    for round in 0..30u8 {
+        for index in 0..3 {
+            cluster.node(index).submit(vec![index as u8, round]);
+        }
+        cluster.step();
+    }
+    cluster.run_until(|c| (0..3).all(|i| c.ordered(i).values().filter(|v| v.starts_with("ws")).count() == 90), 500);
+    assert_same_history(&cluster, &[0, 1, 2]);
+    let view = cluster.last_view(2).unwrap();
+    assert!(view.primary && view.members.len() == 3);
+    let cluster_uuids: BTreeSet<_> = (0..3).map(|i| cluster.last_view(i).unwrap().cluster).collect();
+    assert_eq!(cluster_uuids.len(), 1, "one cluster state UUID");
+}
+
+#[test]
+fn a_minority_is_not_primary_and_the_majority_goes_on() {
+    let mut cluster = Cluster::new(3);
+    cluster.isolated.insert(2);
+    cluster.run(60);
+    assert!(!cluster.node(2).is_primary(), "an isolated third has no quorum");
+    assert!(cluster.node(0).is_primary() && cluster.node(1).is_primary());
+    cluster.node(0).submit(b"during partition".to_vec());
+    cluster.run(10);
+    assert!(cluster.ordered(1).values().any(|v| v.contains("during partition") || v.starts_with("ws")));
+    // Healing before the suspect timeout: the node catches up from the log, no eviction.
+    cluster.isolated.clear();
+    cluster.run(30);
+    assert!(cluster.node(2).is_primary());
+    assert_same_history(&cluster, &[0, 1, 2]);
+    assert_eq!(cluster.last_view(2).unwrap().members.len(), 3);
+}
+
+#[test]
+fn two_of_three_lost_leaves_no_primary() {
+    let mut cluster = Cluster::new(3);
+    cluster.isolated.insert(1);
+    cluster.isolated.insert(2);
+    cluster.run(80);
+    assert!(!cluster.node(0).is_primary(), "one of three holds no quorum");
+    let view = cluster.last_view(0).unwrap();
+    assert!(!view.primary);
+}
+
+#[test]
+fn a_silent_member_is_evicted_after_the_suspect_timeout() {
+    let mut cluster = Cluster::new(3);
+    cluster.nodes[2] = None;
+    cluster.run_until(|c| c.last_view(0).is_some_and(|v| v.members.len() == 2 && v.ordered), 400);
+    assert!(cluster.node(0).is_primary());
+    assert_same_history(&cluster, &[0, 1]);
+}
+
+#[test]
+fn graceful_leaves_shrink_three_to_one() {
+    let mut cluster = Cluster::new(3);
+    for leaver in [0, 1] {
+        cluster.node(leaver).leave();
+        cluster.run_until(|c| c.nodes[leaver].as_ref().unwrap().is_closed(), 600);
+        cluster.nodes[leaver] = None;
+        cluster.run(40);
+    }
+    assert!(cluster.node(2).is_primary(), "the last node stays primary");
+    assert_eq!(cluster.last_view(2).unwrap().members.len(), 1);
+    cluster.node(2).submit(b"alone".to_vec());
+    cluster.run(10);
+    assert!(cluster.ordered(2).values().any(|v| v.starts_with("ws")));
+}
+
+#[test]
+fn a_restarted_member_comes_back_as_a_new_member() {
+    let mut cluster = Cluster::new(3);
+    let old_uuid = cluster.node(2).me().uuid;
+    cluster.nodes[2] = None;
+    cluster.run_until(|c| c.last_view(0).is_some_and(|v| v.members.len() == 2), 400);
+    // Restart in the same slot: a fresh identity joins through the seeds.
+    cluster.seed += 100;
+    let restarted = GroupNode::join(
+        config(),
+        "node2",
+        &address(2),
+        vec![address(0)],
+        seeded_rng(cluster.seed),
+        Nanos(cluster.now),
+    );
+    cluster.nodes[2] = Some(restarted);
+    cluster.delivered[2].clear();
+    cluster.run_until(|c| c.members_seen_by_all() == 3, 400);
+    let view = cluster.last_view(2).unwrap();
+    let own = &view.members[view.own_index.unwrap()];
+    assert_ne!(own.uuid, old_uuid);
+    // Its first view starts it at the join point: what came before arrives by state transfer.
+    let first_view = cluster.delivered[2].iter().find_map(|d| match d {
+        Delivery::View(view) => Some(view.clone()),
+        _ => None,
+    });
+    assert!(first_view.unwrap().seqno > Seqno(1));
+    cluster.node(0).submit(b"after rejoin".to_vec());
+    cluster.run(10);
+    assert_same_history(&cluster, &[0, 1, 2]);
+    assert!(cluster.ordered(2).values().any(|v| v.starts_with("ws")));
+}
+
+#[test]
+fn flow_control_pauses_ordering_and_donors_never_pause() {
+    let mut cluster = Cluster::new(3);
+    for index in 0..3 {
+        cluster.node(index).set_local_state(NodeState::Synced);
+    }
+    cluster.run(10);
+    cluster.node(1).report_apply_queue(10);
+    cluster.run(10);
+    assert!(cluster.node(0).status().paused, "a queue over gcs.fc_limit pauses the group");
+    let before = cluster.ordered(0).len();
+    cluster.node(0).submit(b"held".to_vec());
+    cluster.run(10);
+    assert_eq!(cluster.ordered(0).len(), before, "nothing is ordered while paused");
+    cluster.node(1).report_apply_queue(4);
+    cluster.run(10);
+    assert!(!cluster.node(0).status().paused);
+    assert_eq!(cluster.ordered(0).len(), before + 1, "the held write-set is ordered on resume");
+    let status = cluster.node(1).status();
+    assert_eq!(status.flow.sent, 2, "one stop and one resume sent");
+    assert!(status.flow.recv >= 2);
+    assert!(status.flow.paused_ns >= 10 * TICK_NS);
+    assert_eq!(cluster.node(0).status().flow.pauses_by.get("node1"), Some(&1));
+
+    cluster.node(2).set_local_state(NodeState::Donor);
+    cluster.run(5);
+    cluster.node(2).report_apply_queue(1_000);
+    cluster.run(10);
+    assert!(!cluster.node(0).status().paused, "a donor never pauses the cluster");
+}
+
+#[test]
+fn bad_input_is_refused_with_a_specific_error_and_nothing_is_lost() {
+    let mut cluster = Cluster::new(3);
+    let now = Nanos(cluster.now);
+    let node = cluster.node(0);
+    assert!(matches!(node.receive(now, b"garbage"), Err(ReceiveError::Wire(_))));
+    let mut valid = wire::encode(7, &wire::WireMessage::Leave);
+    assert_eq!(
+        node.receive(now, &valid[..valid.len() - 3]),
+        Err(ReceiveError::Wire(wire::WireError::Truncated { needed: valid.len(), got: valid.len() - 3 }))
+    );
+    valid[4] = 99;
+    assert_eq!(node.receive(now, &valid), Err(ReceiveError::Wire(wire::WireError::UnknownVersion(99))));
+    let stranger = wire::encode(424242, &wire::WireMessage::Leave);
+    assert_eq!(node.receive(now, &stranger), Err(ReceiveError::NotInView { from: 424242 }));
+    let mut raft_message = raft::eraftpb::Message::default();
+    raft_message.from = 424242;
+    raft_message.to = node.me().raft_id;
+    raft_message.term = 99;
+    let forged = wire::encode(424242, &wire::WireMessage::Raft(raft_message));
+    assert_eq!(node.receive(now, &forged), Err(ReceiveError::NotInView { from: 424242 }));
+    // The node carries on and still orders.
+    cluster.node(1).submit(b"after garbage".to_vec());
+    cluster.run(10);
+    assert!(cluster.node(0).is_primary());
+    assert_same_history(&cluster, &[0, 1, 2]);
+    assert!(cluster.ordered(0).values().any(|v| v.starts_with("ws")));
+}
+
