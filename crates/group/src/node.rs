@@ -1,6 +1,6 @@
 //! One group member as a deterministic state machine over raft-rs.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use base::{Nanos, NodeState, SeededRng, Seqno, Uuid};
 use protobuf::Message as _;
@@ -72,6 +72,9 @@ pub enum Delivery {
         submit_id: u64,
         /// True if this node submitted it.
         local: bool,
+        /// The commit cut as of this write-set: certification may purge up to here. It is
+        /// part of the ordered stream, so every node purges at the same point.
+        safe_seqno: Seqno,
         /// The encoded write-set.
         payload: Vec<u8>,
     },
@@ -227,6 +230,7 @@ pub struct GroupNode {
     /// What this node wants the group to know: its node state and flow-control stop.
     local_state: NodeState,
     apply_queue_len: u64,
+    committed: Seqno,
     stop_wanted: bool,
     last_control_tick: Option<u64>,
     flow: FlowCounters,
@@ -294,14 +298,7 @@ impl GroupNode {
         config.validate().expect("group configuration was validated by the caller");
         let raw = RawNode::new(&raft_config(&config, me.raft_id, applied), log, &discard_logger())
             .expect("valid Raft configuration");
-        let state = GroupState {
-            cluster: Uuid::NIL,
-            last_seqno: Seqno::UNDEFINED,
-            view_id: 0,
-            members: BTreeMap::new(),
-            dedup: BTreeMap::new(),
-            paused_by: BTreeSet::new(),
-        };
+        let state = GroupState::unknown();
         let mut node = GroupNode {
             config,
             raw,
@@ -329,6 +326,7 @@ impl GroupNode {
             current_view: None,
             local_state: NodeState::Open,
             apply_queue_len: 0,
+            committed: Seqno::UNDEFINED,
             stop_wanted: false,
             last_control_tick: None,
             flow: FlowCounters::default(),
@@ -404,9 +402,10 @@ impl GroupNode {
             WireMessage::Control(control) => {
                 self.require_member(from)?;
                 let concerns_sender = match control {
-                    Control::FlowStop(id) | Control::FlowResume(id) | Control::State(id, _) => {
-                        id == from
-                    }
+                    Control::FlowStop(id)
+                    | Control::FlowResume(id)
+                    | Control::State(id, _)
+                    | Control::Committed(id, _) => id == from,
                 };
                 if concerns_sender && self.is_leader() {
                     self.propose_entry(&LogEntry::Control(control));
@@ -437,6 +436,11 @@ impl GroupNode {
     /// Reports the node's queue of ordered-but-not-committed actions, for flow control.
     pub fn report_apply_queue(&mut self, queued: u64) {
         self.apply_queue_len = queued;
+    }
+
+    /// Reports the node's last committed seqno (its part of the commit cut).
+    pub fn report_committed(&mut self, seqno: Seqno) {
+        self.committed = self.committed.max(seqno);
     }
 
     /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
@@ -704,6 +708,7 @@ impl GroupNode {
                             origin: submission.origin,
                             submit_id: submission.submit_id,
                             local,
+                            safe_seqno: self.state.safe_seqno,
                             payload: submission.payload,
                         });
                     }
@@ -1025,6 +1030,10 @@ impl GroupNode {
         let mut wanted = Vec::new();
         if record.state != self.local_state {
             wanted.push(Control::State(me, self.local_state));
+        }
+        let reported = self.state.committed.get(&me).copied().unwrap_or(Seqno::UNDEFINED);
+        if self.committed > reported && self.committed <= self.state.last_seqno {
+            wanted.push(Control::Committed(me, self.committed));
         }
         let stopped = self.state.paused_by.contains(&me);
         if self.stop_wanted && !stopped {

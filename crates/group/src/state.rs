@@ -45,6 +45,8 @@ pub enum Control {
     FlowResume(u64),
     /// The member's node state changed (JOINER, JOINED, SYNCED, DONOR, ...).
     State(u64, NodeState),
+    /// The member has committed everything up to this seqno (its part of the commit cut).
+    Committed(u64, Seqno),
 }
 
 /// The payload of a normal Raft entry.
@@ -119,6 +121,11 @@ pub struct GroupState {
     pub dedup: BTreeMap<Uuid, DedupWindow>,
     /// Members whose flow-control stop is in force.
     pub paused_by: BTreeSet<u64>,
+    /// Last committed seqno each member reported.
+    pub committed: BTreeMap<u64, Seqno>,
+    /// The commit cut: every member that reported has committed up to here, so the
+    /// certification index may forget older entries. Only grows.
+    pub safe_seqno: Seqno,
 }
 
 impl GroupState {
@@ -134,6 +141,22 @@ impl GroupState {
             members,
             dedup: BTreeMap::new(),
             paused_by: BTreeSet::new(),
+            committed: BTreeMap::new(),
+            safe_seqno: Seqno::UNDEFINED,
+        }
+    }
+
+    /// An empty state, before the first snapshot reaches a joining node.
+    pub fn unknown() -> GroupState {
+        GroupState {
+            cluster: Uuid::NIL,
+            last_seqno: Seqno::UNDEFINED,
+            view_id: 0,
+            members: BTreeMap::new(),
+            dedup: BTreeMap::new(),
+            paused_by: BTreeSet::new(),
+            committed: BTreeMap::new(),
+            safe_seqno: Seqno::UNDEFINED,
         }
     }
 
@@ -190,6 +213,19 @@ impl GroupState {
                     }
                 }
             }
+            Control::Committed(raft_id, seqno) => {
+                if self.members.contains_key(&raft_id) && seqno <= self.last_seqno {
+                    let entry = self.committed.entry(raft_id).or_insert(seqno);
+                    *entry = (*entry).max(seqno);
+                    self.update_safe_seqno();
+                }
+            }
+        }
+    }
+
+    fn update_safe_seqno(&mut self) {
+        if let Some(lowest) = self.committed.values().min() {
+            self.safe_seqno = self.safe_seqno.max(*lowest);
         }
     }
 
@@ -205,6 +241,8 @@ impl GroupState {
             self.dedup.remove(&record.info.uuid);
         }
         self.paused_by.remove(&raft_id);
+        self.committed.remove(&raft_id);
+        self.update_safe_seqno();
     }
 
     /// True while any member's flow-control stop is in force.
@@ -268,6 +306,24 @@ mod tests {
         state.apply_control(&Control::FlowStop(2));
         state.remove_member(2);
         assert!(!state.is_paused(), "a departed member's stop is lifted");
+    }
+
+    #[test]
+    fn the_commit_cut_is_the_lowest_report_and_only_grows() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
+        state.add_member(info(2));
+        state.last_seqno = Seqno(100);
+        state.apply_control(&Control::Committed(1, Seqno(50)));
+        assert_eq!(state.safe_seqno, Seqno(50));
+        state.apply_control(&Control::Committed(2, Seqno(20)));
+        assert_eq!(state.safe_seqno, Seqno(50), "the cut never goes back");
+        state.apply_control(&Control::Committed(1, Seqno(90)));
+        state.apply_control(&Control::Committed(2, Seqno(70)));
+        assert_eq!(state.safe_seqno, Seqno(70));
+        state.apply_control(&Control::Committed(2, Seqno(500)));
+        assert_eq!(state.safe_seqno, Seqno(70), "a report beyond the ordered position is ignored");
+        state.remove_member(2);
+        assert_eq!(state.safe_seqno, Seqno(90));
     }
 
     #[test]
