@@ -82,7 +82,8 @@ impl Uuid {
         let mut bytes = [0u8; 16];
         for (i, pair) in hex.chunks(2).enumerate() {
             let digits = std::str::from_utf8(pair).map_err(|_| UuidParseError(text.to_owned()))?;
-            bytes[i] = u8::from_str_radix(digits, 16).map_err(|_| UuidParseError(text.to_owned()))?;
+            bytes[i] =
+                u8::from_str_radix(digits, 16).map_err(|_| UuidParseError(text.to_owned()))?;
         }
         Ok(Uuid(bytes))
     }
@@ -108,7 +109,11 @@ impl fmt::Display for Uuid {
 impl fmt::Debug for Uuid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The first group is enough to tell members apart in logs.
-        write!(f, "{:02x}{:02x}{:02x}{:02x}", self.0[0], self.0[1], self.0[2], self.0[3])
+        write!(
+            f,
+            "{:02x}{:02x}{:02x}{:02x}",
+            self.0[0], self.0[1], self.0[2], self.0[3]
+        )
     }
 }
 
@@ -146,8 +151,12 @@ pub enum KeyType {
 
 impl KeyType {
     /// All key types, weakest first.
-    pub const ALL: [KeyType; 4] =
-        [KeyType::Shared, KeyType::Reference, KeyType::Update, KeyType::Exclusive];
+    pub const ALL: [KeyType; 4] = [
+        KeyType::Shared,
+        KeyType::Reference,
+        KeyType::Update,
+        KeyType::Exclusive,
+    ];
 
     /// Converts the ABI value; `None` for anything above 3.
     pub fn from_u8(value: u8) -> Option<KeyType> {

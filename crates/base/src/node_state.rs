@@ -176,11 +176,20 @@ mod tests {
     #[test]
     fn specific_illegal_transitions() {
         // A joiner cannot claim to be synced without passing through JOINED.
-        assert!(NodeState::Joiner.clone().transition(NodeState::Synced).is_err());
+        assert!(NodeState::Joiner
+            .clone()
+            .transition(NodeState::Synced)
+            .is_err());
         // Nothing re-enters CLOSED's successor without connecting first.
-        assert!(NodeState::Closed.clone().transition(NodeState::Synced).is_err());
+        assert!(NodeState::Closed
+            .clone()
+            .transition(NodeState::Synced)
+            .is_err());
         // A node that is not primary cannot start a state transfer.
-        assert!(NodeState::Open.clone().transition(NodeState::Joiner).is_err());
+        assert!(NodeState::Open
+            .clone()
+            .transition(NodeState::Joiner)
+            .is_err());
     }
 
     #[test]

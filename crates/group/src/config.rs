@@ -85,12 +85,14 @@ impl GroupConfig {
     /// Suspect timeout in ticks (at least one election timeout, so a leader change alone
     /// never evicts anybody).
     pub fn suspect_ticks(&self) -> u64 {
-        self.duration_ticks(self.suspect_timeout).max(2 * self.election_ticks as u64)
+        self.duration_ticks(self.suspect_timeout)
+            .max(2 * self.election_ticks as u64)
     }
 
     /// Inactive timeout in ticks.
     pub fn inactive_ticks(&self) -> u64 {
-        self.duration_ticks(self.inactive_timeout).max(self.suspect_ticks())
+        self.duration_ticks(self.inactive_timeout)
+            .max(self.suspect_ticks())
     }
 
     fn duration_ticks(&self, duration: Duration) -> u64 {
@@ -243,7 +245,10 @@ mod tests {
     fn inactive_shorter_than_suspect_is_refused() {
         let mut config = GroupConfig::default();
         config.apply_option("evs.inactive_timeout", "PT1S").unwrap();
-        assert!(matches!(config.validate(), Err(ConfigError::Inconsistent(_))));
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::Inconsistent(_))
+        ));
         assert!(GroupConfig::default().validate().is_ok());
     }
 }

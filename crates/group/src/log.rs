@@ -68,7 +68,9 @@ impl OrderLog {
 
     /// Appends entries from a Ready, replacing any conflicting suffix.
     pub fn append(&mut self, new_entries: &[Entry]) {
-        let Some(first) = new_entries.first() else { return };
+        let Some(first) = new_entries.first() else {
+            return;
+        };
         let offset = self.snapshot.get_metadata().index + 1;
         assert!(
             first.index >= offset,
@@ -112,7 +114,11 @@ impl OrderLog {
     /// Cuts the log at the newest recorded snapshot at or below `index`.
     pub fn compact_to(&mut self, index: u64) {
         let mut cut = None;
-        while self.pending_snapshots.front().is_some_and(|s| s.get_metadata().index <= index) {
+        while self
+            .pending_snapshots
+            .front()
+            .is_some_and(|s| s.get_metadata().index <= index)
+        {
             cut = self.pending_snapshots.pop_front();
         }
         let Some(snapshot) = cut else { return };
@@ -134,7 +140,10 @@ impl OrderLog {
 
 impl raft::Storage for OrderLog {
     fn initial_state(&self) -> raft::Result<RaftState> {
-        Ok(RaftState { hard_state: self.hard_state.clone(), conf_state: self.conf_state.clone() })
+        Ok(RaftState {
+            hard_state: self.hard_state.clone(),
+            conf_state: self.conf_state.clone(),
+        })
     }
 
     fn entries(
@@ -148,7 +157,10 @@ impl raft::Storage for OrderLog {
         if low < offset {
             return Err(raft::Error::Store(StorageError::Compacted));
         }
-        assert!(high <= self.last_index() + 1, "entries({low}, {high}) past the log end");
+        assert!(
+            high <= self.last_index() + 1,
+            "entries({low}, {high}) past the log end"
+        );
         let mut slice = self.entries[(low - offset) as usize..(high - offset) as usize].to_vec();
         raft::util::limit_size(&mut slice, max_size.into());
         Ok(slice)
@@ -179,7 +191,9 @@ impl raft::Storage for OrderLog {
 
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
         if self.served.get_metadata().index < request_index {
-            return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+            return Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            ));
         }
         Ok(self.served.clone())
     }
@@ -221,18 +235,31 @@ mod tests {
         let mut log = genesis();
         log.append(&(2..=10).map(|i| entry(i, 1)).collect::<Vec<_>>());
         log.compact_to(9);
-        assert_eq!(log.first_index(), Ok(2), "no snapshot recorded yet: nothing cut");
+        assert_eq!(
+            log.first_index(),
+            Ok(2),
+            "no snapshot recorded yet: nothing cut"
+        );
         log.record_snapshot(5, 1, b"state at 5".to_vec());
         log.record_snapshot(8, 1, b"state at 8".to_vec());
         log.compact_to(7);
         assert_eq!(log.first_index(), Ok(6));
         assert_eq!(log.term(5), Ok(1));
-        assert_eq!(log.snapshot(0, 0).unwrap().get_data(), b"state at 8", "the newest is served");
+        assert_eq!(
+            log.snapshot(0, 0).unwrap().get_data(),
+            b"state at 8",
+            "the newest is served"
+        );
         assert!(matches!(
             log.entries(5, 7, None, GetEntriesContext::empty(false)),
             Err(raft::Error::Store(StorageError::Compacted))
         ));
-        assert_eq!(log.entries(6, 11, None, GetEntriesContext::empty(false)).unwrap().len(), 5);
+        assert_eq!(
+            log.entries(6, 11, None, GetEntriesContext::empty(false))
+                .unwrap()
+                .len(),
+            5
+        );
     }
 
     #[test]

@@ -4,10 +4,11 @@ use std::collections::{BTreeMap, VecDeque};
 
 use base::{Nanos, NodeState, SeededRng, Seqno, Uuid};
 use protobuf::Message as _;
+use raft::eraftpb::MessageType;
 use raft::eraftpb::{
     ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType, Message, Snapshot,
 };
-use raft::{RawNode, StateRole};
+use raft::{RawNode, SnapshotStatus, StateRole};
 use rand::Rng;
 
 use crate::config::GroupConfig;
@@ -237,6 +238,9 @@ pub struct GroupNode {
     paused_since: Option<Nanos>,
     leaving: Option<Leaving>,
     closed: bool,
+    /// Set when this member learns it was evicted; acted on at the end of `poll`, never in
+    /// the middle of handling a Raft Ready.
+    rejoin_due: bool,
     last_snapshot_index: u64,
 }
 
@@ -267,7 +271,9 @@ impl GroupNode {
         let view = node.view(true, true, node.state.last_seqno);
         node.deliver_view(view);
         node.primary = true;
-        node.raw.campaign().expect("a single-voter group elects itself");
+        node.raw
+            .campaign()
+            .expect("a single-voter group elects itself");
         node.pin_election_timeout();
         node
     }
@@ -295,9 +301,15 @@ impl GroupNode {
         applied: u64,
         now: Nanos,
     ) -> GroupNode {
-        config.validate().expect("group configuration was validated by the caller");
-        let raw = RawNode::new(&raft_config(&config, me.raft_id, applied), log, &discard_logger())
-            .expect("valid Raft configuration");
+        config
+            .validate()
+            .expect("group configuration was validated by the caller");
+        let raw = RawNode::new(
+            &raft_config(&config, me.raft_id, applied),
+            log,
+            &discard_logger(),
+        )
+        .expect("valid Raft configuration");
         let state = GroupState::unknown();
         let mut node = GroupNode {
             config,
@@ -333,6 +345,7 @@ impl GroupNode {
             paused_since: None,
             leaving: None,
             closed: false,
+            rejoin_due: false,
             last_snapshot_index: applied,
         };
         node.pin_election_timeout();
@@ -418,7 +431,7 @@ impl GroupNode {
                     // A member of the primary component says we were evicted while we could
                     // not hear it: start over as a new member.
                     tracing::warn!(me = self.me.raft_id, "evicted from the primary component");
-                    self.rejoin();
+                    self.rejoin_due = true;
                 }
                 Ok(())
             }
@@ -429,7 +442,13 @@ impl GroupNode {
     pub fn submit(&mut self, payload: Vec<u8>) -> u64 {
         let submit_id = self.next_submit_id;
         self.next_submit_id += 1;
-        self.pending.insert(submit_id, PendingSubmission { payload, sent: None });
+        self.pending.insert(
+            submit_id,
+            PendingSubmission {
+                payload,
+                sent: None,
+            },
+        );
         submit_id
     }
 
@@ -451,7 +470,10 @@ impl GroupNode {
     /// Starts a graceful leave: the group shrinks its quorum by this member.
     pub fn leave(&mut self) {
         if self.leaving.is_none() {
-            self.leaving = Some(Leaving { last_request_tick: None, removal_seen_tick: None });
+            self.leaving = Some(Leaving {
+                last_request_tick: None,
+                removal_seen_tick: None,
+            });
         }
     }
 
@@ -462,8 +484,14 @@ impl GroupNode {
             self.drive_raft();
             self.after_raft();
             self.drive_raft();
+            if std::mem::take(&mut self.rejoin_due) {
+                self.rejoin();
+            }
         }
-        (std::mem::take(&mut self.outbox), self.deliveries.drain(..).collect())
+        (
+            std::mem::take(&mut self.outbox),
+            self.deliveries.drain(..).collect(),
+        )
     }
 
     /// Status figures.
@@ -478,7 +506,11 @@ impl GroupNode {
             cluster: self.state.cluster,
             primary: self.primary,
             leader: self.is_leader(),
-            members: if self.member { self.state.members.len() } else { 0 },
+            members: if self.member {
+                self.state.members.len()
+            } else {
+                0
+            },
             last_delivered: self.last_delivered,
             paused: self.state.is_paused(),
             flow,
@@ -492,7 +524,11 @@ impl GroupNode {
     }
 
     fn advance_clock(&mut self, now: Nanos) {
-        assert!(now >= self.now, "time went backwards: {now:?} after {:?}", self.now);
+        assert!(
+            now >= self.now,
+            "time went backwards: {now:?} after {:?}",
+            self.now
+        );
         self.now = now;
     }
 
@@ -506,7 +542,10 @@ impl GroupNode {
 
     fn receive_raft(&mut self, from: u64, message: Message) -> Result<(), ReceiveError> {
         if message.to != self.me.raft_id {
-            return Err(ReceiveError::WrongRecipient { to: message.to, me: self.me.raft_id });
+            return Err(ReceiveError::WrongRecipient {
+                to: message.to,
+                me: self.me.raft_id,
+            });
         }
         let conf = self.raw.store().conf_state();
         let in_conf = conf.voters.contains(&from) || conf.learners.contains(&from);
@@ -530,7 +569,10 @@ impl GroupNode {
             self.leader_contact_tick = self.tick;
         }
         self.pin_election_timeout();
-        result.map_err(|e| ReceiveError::Raft { from, reason: e.to_string() })
+        result.map_err(|e| ReceiveError::Raft {
+            from,
+            reason: e.to_string(),
+        })
     }
 
     fn receive_forward(
@@ -551,19 +593,33 @@ impl GroupNode {
     }
 
     fn receive_join(&mut self, info: MemberInfo) {
-        if self.state.members.contains_key(&info.raft_id) || !self.member {
+        if !self.member {
             return;
         }
-        if self.is_leader() {
-            self.known_addresses.insert(info.raft_id, info.address.clone());
-            let welcome: Vec<MemberInfo> =
-                self.state.members.values().map(|m| m.info.clone()).collect();
+        let already_member = self.state.members.contains_key(&info.raft_id);
+        if self.is_leader() || already_member {
+            // A joiner that is already a member asks again only when it has not heard back:
+            // our welcome (the members' addresses) got lost, and without it the joiner can
+            // answer no Raft message. Any member can repeat it.
+            self.known_addresses
+                .insert(info.raft_id, info.address.clone());
+            let welcome: Vec<MemberInfo> = self
+                .state
+                .members
+                .values()
+                .map(|m| m.info.clone())
+                .collect();
             let bytes = wire::encode(self.me.raft_id, &WireMessage::Welcome(welcome));
             self.outbox.push(Outgoing {
                 to_raft_id: Some(info.raft_id),
                 address: info.address.clone(),
                 bytes,
             });
+        }
+        if already_member {
+            return;
+        }
+        if self.is_leader() {
             let queued = self
                 .conf_queue
                 .iter()
@@ -574,7 +630,11 @@ impl GroupNode {
         } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
             let bytes = wire::encode(self.me.raft_id, &WireMessage::Join(info));
             let to = self.raw.raft.leader_id;
-            self.outbox.push(Outgoing { to_raft_id: Some(to), address, bytes });
+            self.outbox.push(Outgoing {
+                to_raft_id: Some(to),
+                address,
+                bytes,
+            });
         }
     }
 
@@ -588,17 +648,30 @@ impl GroupNode {
             .map(|m| m.info.address.clone())
             .or_else(|| self.known_addresses.get(&raft_id).cloned())
             .or_else(|| {
-                self.departed.iter().find(|i| i.raft_id == raft_id).map(|i| i.address.clone())
+                self.departed
+                    .iter()
+                    .find(|i| i.raft_id == raft_id)
+                    .map(|i| i.address.clone())
             })
     }
 
     fn send_raft(&mut self, messages: Vec<Message>) {
         for message in messages {
             let to = message.to;
+            if message.get_msg_type() == MessageType::MsgSnapshot {
+                // The snapshot travels whole inside the message, so it is "sent" now. If the
+                // network loses it, the follower's next rejection makes the leader send it
+                // again; without this report the leader would wait for it forever.
+                self.raw.report_snapshot(to, SnapshotStatus::Finish);
+            }
             match self.address_of(to) {
                 Some(address) => {
                     let bytes = wire::encode(self.me.raft_id, &WireMessage::Raft(message));
-                    self.outbox.push(Outgoing { to_raft_id: Some(to), address, bytes });
+                    self.outbox.push(Outgoing {
+                        to_raft_id: Some(to),
+                        address,
+                        bytes,
+                    });
                 }
                 None => tracing::debug!(to, "no address for Raft peer; message dropped"),
             }
@@ -697,7 +770,9 @@ impl GroupNode {
         match log_entry {
             LogEntry::Batch(submissions) => {
                 for submission in submissions {
-                    let Some(seqno) = self.state.order_submission(&submission) else { continue };
+                    let Some(seqno) = self.state.order_submission(&submission) else {
+                        continue;
+                    };
                     let local = submission.origin == self.me.uuid;
                     if local {
                         self.pending.remove(&submission.submit_id);
@@ -731,8 +806,13 @@ impl GroupNode {
 
     fn apply_conf_change(&mut self, entry: &Entry) {
         let mut change = ConfChangeV2::default();
-        change.merge_from_bytes(&entry.data).expect("the leader only proposes valid changes");
-        let conf_state = self.raw.apply_conf_change(&change).expect("valid membership change");
+        change
+            .merge_from_bytes(&entry.data)
+            .expect("the leader only proposes valid changes");
+        let conf_state = self
+            .raw
+            .apply_conf_change(&change)
+            .expect("valid membership change");
         self.raw.mut_store().set_conf_state(conf_state);
         let mut removed_me = false;
         let mut added_me = false;
@@ -776,7 +856,9 @@ impl GroupNode {
     }
 
     fn watch_for_own_removal(&mut self, entries: &[Entry]) {
-        let Some(leaving) = self.leaving.as_mut() else { return };
+        let Some(leaving) = self.leaving.as_mut() else {
+            return;
+        };
         for entry in entries {
             if entry.get_entry_type() != EntryType::EntryConfChangeV2 {
                 continue;
@@ -795,8 +877,12 @@ impl GroupNode {
     }
 
     fn deliver(&mut self, delivery: Delivery) {
-        if let Delivery::WriteSet { seqno, .. } | Delivery::View(View { seqno, ordered: true, .. }) =
-            &delivery
+        if let Delivery::WriteSet { seqno, .. }
+        | Delivery::View(View {
+            seqno,
+            ordered: true,
+            ..
+        }) = &delivery
         {
             assert_eq!(
                 *seqno,
@@ -829,7 +915,11 @@ impl GroupNode {
                 state: m.state,
             })
             .collect();
-        let own_index = self.state.members.keys().position(|id| *id == self.me.raft_id);
+        let own_index = self
+            .state
+            .members
+            .keys()
+            .position(|id| *id == self.me.raft_id);
         View {
             cluster: self.state.cluster,
             seqno,
@@ -842,6 +932,7 @@ impl GroupNode {
     }
 
     fn lose_membership(&mut self) {
+        let evicted = self.leaving.is_none() && !self.closed;
         self.member = false;
         self.primary = false;
         let view = View {
@@ -856,6 +947,11 @@ impl GroupNode {
         self.deliver_view(view);
         if self.leaving.is_some() {
             self.close();
+        } else if evicted {
+            // Removed without asking: the others stopped hearing us. Start over as a new
+            // member once this Ready is handled; our data comes back by state transfer.
+            tracing::warn!(me = self.me.raft_id, "removed from the view: rejoining");
+            self.rejoin_due = true;
         }
     }
 
@@ -872,25 +968,43 @@ impl GroupNode {
     fn abandon_pending(&mut self) {
         let submit_ids: Vec<u64> = std::mem::take(&mut self.pending).into_keys().collect();
         if !submit_ids.is_empty() {
-            self.deliveries.push_back(Delivery::Abandoned { submit_ids });
+            self.deliveries
+                .push_back(Delivery::Abandoned { submit_ids });
         }
     }
 
     /// Starts over as a new member (new Raft id and UUID) after an eviction.
     fn rejoin(&mut self) {
         if self.member {
-            self.lose_membership();
+            self.member = false;
+            self.primary = false;
+            let view = self.view(false, false, self.last_delivered);
+            self.deliver_view(View {
+                members: Vec::new(),
+                own_index: None,
+                ..view
+            });
         }
         self.abandon_pending();
         let me = new_identity(&mut self.rng, &self.me.name, &self.me.address);
-        let mut seeds: Vec<String> =
-            self.state.members.values().map(|m| m.info.address.clone()).collect();
+        let mut seeds: Vec<String> = self
+            .state
+            .members
+            .values()
+            .map(|m| m.info.address.clone())
+            .collect();
         seeds.extend(self.seeds.iter().cloned());
         seeds.sort();
         seeds.dedup();
         let rng = self.rng.clone();
-        let mut fresh =
-            GroupNode::join(self.config.clone(), &me.name, &me.address, seeds, rng, self.now);
+        let mut fresh = GroupNode::join(
+            self.config.clone(),
+            &me.name,
+            &me.address,
+            seeds,
+            rng,
+            self.now,
+        );
         fresh.tick = self.tick;
         fresh.flow = std::mem::take(&mut self.flow);
         fresh.deliveries = std::mem::take(&mut self.deliveries);
@@ -947,7 +1061,9 @@ impl GroupNode {
         if self.member || self.closed {
             return;
         }
-        let due = self.last_join_tick.is_none_or(|t| self.tick >= t + self.config.join_retry_ticks);
+        let due = self
+            .last_join_tick
+            .is_none_or(|t| self.tick >= t + self.config.join_retry_ticks);
         if !due {
             return;
         }
@@ -965,7 +1081,9 @@ impl GroupNode {
     }
 
     fn progress_leave(&mut self) {
-        let Some(leaving) = self.leaving.as_ref() else { return };
+        let Some(leaving) = self.leaving.as_ref() else {
+            return;
+        };
         if let Some(seen) = leaving.removal_seen_tick {
             if self.tick >= seen + self.config.leave_grace_ticks {
                 self.close();
@@ -985,7 +1103,9 @@ impl GroupNode {
             self.close();
             return;
         }
-        let due = leaving.last_request_tick.is_none_or(|t| self.tick >= t + self.config.resend_ticks);
+        let due = leaving
+            .last_request_tick
+            .is_none_or(|t| self.tick >= t + self.config.resend_ticks);
         if !due {
             return;
         }
@@ -1005,7 +1125,11 @@ impl GroupNode {
         } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
             let bytes = wire::encode(self.me.raft_id, &WireMessage::Leave);
             let to = self.raw.raft.leader_id;
-            self.outbox.push(Outgoing { to_raft_id: Some(to), address, bytes });
+            self.outbox.push(Outgoing {
+                to_raft_id: Some(to),
+                address,
+                bytes,
+            });
         }
     }
 
@@ -1026,12 +1150,19 @@ impl GroupNode {
             self.last_control_tick = None;
         }
         let me = self.me.raft_id;
-        let Some(record) = self.state.members.get(&me) else { return };
+        let Some(record) = self.state.members.get(&me) else {
+            return;
+        };
         let mut wanted = Vec::new();
         if record.state != self.local_state {
             wanted.push(Control::State(me, self.local_state));
         }
-        let reported = self.state.committed.get(&me).copied().unwrap_or(Seqno::UNDEFINED);
+        let reported = self
+            .state
+            .committed
+            .get(&me)
+            .copied()
+            .unwrap_or(Seqno::UNDEFINED);
         if self.committed > reported && self.committed <= self.state.last_seqno {
             wanted.push(Control::Committed(me, self.committed));
         }
@@ -1044,7 +1175,9 @@ impl GroupNode {
         if wanted.is_empty() {
             return;
         }
-        let due = self.last_control_tick.is_none_or(|t| self.tick >= t + self.config.resend_ticks);
+        let due = self
+            .last_control_tick
+            .is_none_or(|t| self.tick >= t + self.config.resend_ticks);
         if !due {
             return;
         }
@@ -1055,7 +1188,11 @@ impl GroupNode {
             } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
                 let bytes = wire::encode(me, &WireMessage::Control(control));
                 let to = self.raw.raft.leader_id;
-                self.outbox.push(Outgoing { to_raft_id: Some(to), address, bytes });
+                self.outbox.push(Outgoing {
+                    to_raft_id: Some(to),
+                    address,
+                    bytes,
+                });
             }
         }
     }
@@ -1093,7 +1230,11 @@ impl GroupNode {
             self.batch.extend(to_send);
         } else if let Some(address) = self.address_of(leader) {
             let bytes = wire::encode(self.me.raft_id, &WireMessage::Forward(to_send));
-            self.outbox.push(Outgoing { to_raft_id: Some(leader), address, bytes });
+            self.outbox.push(Outgoing {
+                to_raft_id: Some(leader),
+                address,
+                bytes,
+            });
         }
     }
 
@@ -1101,21 +1242,46 @@ impl GroupNode {
         let suspect_ticks = self.config.suspect_ticks();
         let tick = self.tick;
         let mut silent = Vec::new();
-        for id in self.state.members.keys().copied().filter(|id| *id != self.me.raft_id) {
+        for id in self
+            .state
+            .members
+            .keys()
+            .copied()
+            .filter(|id| *id != self.me.raft_id)
+        {
             // A member the leader has no record of (just added) starts its clock now.
             let heard = *self.last_heard.entry(id).or_insert(tick);
-            if tick.saturating_sub(heard) > suspect_ticks {
+            if tick.saturating_sub(heard) > suspect_ticks && self.others_hold_state(id) {
                 silent.push(id);
             }
         }
         for id in silent {
-            let queued =
-                self.conf_queue.iter().any(|op| matches!(op, ConfOp::Remove(queued) if *queued == id));
+            let queued = self
+                .conf_queue
+                .iter()
+                .any(|op| matches!(op, ConfOp::Remove(queued) if *queued == id));
             if !queued {
-                tracing::info!(member = id, "member silent past evs.suspect_timeout: evicting");
+                tracing::info!(
+                    member = id,
+                    "member silent past evs.suspect_timeout: evicting"
+                );
                 self.conf_queue.push_back(ConfOp::Remove(id));
             }
         }
+    }
+
+    /// True if a member other than `id` holds the database state. The last such member is
+    /// never evicted: members still waiting for a state transfer would be left with no
+    /// donor, and the cluster's data with no holder. It stays a member, and catches up from
+    /// the log once it is heard from again.
+    fn others_hold_state(&self, id: u64) -> bool {
+        self.state.members.iter().any(|(other, record)| {
+            *other != id
+                && matches!(
+                    record.state,
+                    NodeState::Synced | NodeState::Joined | NodeState::Donor
+                )
+        })
     }
 
     fn propose_conf_change(&mut self) {
@@ -1125,9 +1291,11 @@ impl GroupNode {
         }
         while let Some(op) = self.conf_queue.pop_front() {
             let (change_type, node_id, context) = match &op {
-                ConfOp::Add(info) if !self.state.members.contains_key(&info.raft_id) => {
-                    (ConfChangeType::AddNode, info.raft_id, wire::bincode_encode(info))
-                }
+                ConfOp::Add(info) if !self.state.members.contains_key(&info.raft_id) => (
+                    ConfChangeType::AddNode,
+                    info.raft_id,
+                    wire::bincode_encode(info),
+                ),
                 ConfOp::Remove(id) if self.state.members.contains_key(id) => {
                     (ConfChangeType::RemoveNode, *id, Vec::new())
                 }
@@ -1193,7 +1361,8 @@ impl GroupNode {
     fn maybe_compact(&mut self) {
         let applied = self.raw.raft.raft_log.applied;
         if applied >= self.last_snapshot_index + self.config.snapshot_interval_entries {
-            let term = raft::Storage::term(self.raw.store(), applied).expect("applied is in the log");
+            let term =
+                raft::Storage::term(self.raw.store(), applied).expect("applied is in the log");
             self.take_snapshot(applied, term);
         }
         let keep_from = applied.saturating_sub(self.config.log_retain_entries);

@@ -133,7 +133,13 @@ impl GroupState {
     pub fn genesis(cluster: Uuid, founder: MemberInfo) -> GroupState {
         let mut members = BTreeMap::new();
         let raft_id = founder.raft_id;
-        members.insert(raft_id, MemberRecord { info: founder, state: NodeState::Synced });
+        members.insert(
+            raft_id,
+            MemberRecord {
+                info: founder,
+                state: NodeState::Synced,
+            },
+        );
         GroupState {
             cluster,
             last_seqno: Seqno(1),
@@ -179,7 +185,11 @@ impl GroupState {
     /// Orders one submission: its seqno, or `None` for a duplicate or a write-set from a
     /// node that is no longer a member (its transaction was already failed on its origin).
     pub fn order_submission(&mut self, submission: &Submission) -> Option<Seqno> {
-        if !self.members.values().any(|m| m.info.uuid == submission.origin) {
+        if !self
+            .members
+            .values()
+            .any(|m| m.info.uuid == submission.origin)
+        {
             return None;
         }
         let window = self.dedup.entry(submission.origin).or_default();
@@ -232,7 +242,13 @@ impl GroupState {
     /// Adds a member (a view change).
     pub fn add_member(&mut self, info: MemberInfo) {
         let raft_id = info.raft_id;
-        self.members.insert(raft_id, MemberRecord { info, state: NodeState::Primary });
+        self.members.insert(
+            raft_id,
+            MemberRecord {
+                info,
+                state: NodeState::Primary,
+            },
+        );
     }
 
     /// Removes a member (a view change): its flow-control stop and delivery record go too.
@@ -282,11 +298,19 @@ mod tests {
     #[test]
     fn seqnos_are_consecutive_and_duplicates_take_none() {
         let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
-        let submission = |id| Submission { origin: Uuid([1; 16]), submit_id: id, payload: vec![] };
+        let submission = |id| Submission {
+            origin: Uuid([1; 16]),
+            submit_id: id,
+            payload: vec![],
+        };
         assert_eq!(state.order_submission(&submission(1)), Some(Seqno(2)));
         assert_eq!(state.order_submission(&submission(1)), None);
         assert_eq!(state.order_submission(&submission(2)), Some(Seqno(3)));
-        let stranger = Submission { origin: Uuid([8; 16]), submit_id: 1, payload: vec![] };
+        let stranger = Submission {
+            origin: Uuid([8; 16]),
+            submit_id: 1,
+            payload: vec![],
+        };
         assert_eq!(state.order_submission(&stranger), None);
         assert_eq!(state.last_seqno, Seqno(3));
     }
@@ -321,7 +345,11 @@ mod tests {
         state.apply_control(&Control::Committed(2, Seqno(70)));
         assert_eq!(state.safe_seqno, Seqno(70));
         state.apply_control(&Control::Committed(2, Seqno(500)));
-        assert_eq!(state.safe_seqno, Seqno(70), "a report beyond the ordered position is ignored");
+        assert_eq!(
+            state.safe_seqno,
+            Seqno(70),
+            "a report beyond the ordered position is ignored"
+        );
         state.remove_member(2);
         assert_eq!(state.safe_seqno, Seqno(90));
     }

@@ -96,11 +96,14 @@ pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
     let (kind, body) = match message {
         WireMessage::Raft(raft_message) => (
             KIND_RAFT,
-            raft_message.write_to_bytes().expect("protobuf encoding of a Raft message"),
+            raft_message
+                .write_to_bytes()
+                .expect("protobuf encoding of a Raft message"),
         ),
-        WireMessage::Forward(submissions) => {
-            (KIND_OTHER, bincode_encode(&Body::Forward(submissions.clone())))
-        }
+        WireMessage::Forward(submissions) => (
+            KIND_OTHER,
+            bincode_encode(&Body::Forward(submissions.clone())),
+        ),
         WireMessage::Join(info) => (KIND_OTHER, bincode_encode(&Body::Join(info.clone()))),
         WireMessage::Leave => (KIND_OTHER, bincode_encode(&Body::Leave)),
         WireMessage::Welcome(members) => {
@@ -116,7 +119,11 @@ pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
     out.push(WIRE_VERSION);
     out.push(kind);
     out.extend_from_slice(&from.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(body.len()).expect("body under 4 GiB").to_le_bytes());
+    out.extend_from_slice(
+        &u32::try_from(body.len())
+            .expect("body under 4 GiB")
+            .to_le_bytes(),
+    );
     out.extend_from_slice(&body);
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -149,7 +156,10 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
         return Err(WireError::UnknownVersion(bytes[4]));
     }
     if bytes.len() < needed {
-        return Err(WireError::Truncated { needed, got: bytes.len() });
+        return Err(WireError::Truncated {
+            needed,
+            got: bytes.len(),
+        });
     }
     if bytes.len() > needed {
         return Err(WireError::TrailingBytes(bytes.len() - needed));
@@ -189,19 +199,25 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
 
 fn bincode_options() -> impl bincode::Options {
     use bincode::Options;
-    bincode::DefaultOptions::new().with_limit(BODY_LEN_MAX as u64).reject_trailing_bytes()
+    bincode::DefaultOptions::new()
+        .with_limit(BODY_LEN_MAX as u64)
+        .reject_trailing_bytes()
 }
 
 /// Serializes a value with the bounded options every group codec uses.
 pub(crate) fn bincode_encode<T: Serialize>(value: &T) -> Vec<u8> {
     use bincode::Options;
-    bincode_options().serialize(value).expect("bincode encoding of an in-memory value")
+    bincode_options()
+        .serialize(value)
+        .expect("bincode encoding of an in-memory value")
 }
 
 /// Deserializes a value, refusing oversized lengths and trailing bytes.
 pub(crate) fn bincode_decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, WireError> {
     use bincode::Options;
-    bincode_options().deserialize(bytes).map_err(|e| WireError::Malformed(e.to_string()))
+    bincode_options()
+        .deserialize(bytes)
+        .map_err(|e| WireError::Malformed(e.to_string()))
 }
 
 #[cfg(test)]
@@ -258,7 +274,10 @@ mod tests {
             }
             let mut newer = bytes.clone();
             newer[4] = WIRE_VERSION + 1;
-            assert_eq!(decode(&newer), Err(WireError::UnknownVersion(WIRE_VERSION + 1)));
+            assert_eq!(
+                decode(&newer),
+                Err(WireError::UnknownVersion(WIRE_VERSION + 1))
+            );
         }
     }
 
@@ -274,6 +293,9 @@ mod tests {
     fn a_huge_length_field_is_refused_before_allocation() {
         let mut bytes = encode(7, &WireMessage::Leave);
         bytes[14..18].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(frame_len(&bytes), Err(WireError::TooLarge(u32::MAX as usize)));
+        assert_eq!(
+            frame_len(&bytes),
+            Err(WireError::TooLarge(u32::MAX as usize))
+        );
     }
 }

@@ -41,8 +41,7 @@ impl Cluster {
             now: 0,
             seed: 11,
         };
-        let founder =
-            GroupNode::bootstrap(config(), "node0", &address(0), seeded_rng(1), Nanos(0));
+        let founder = GroupNode::bootstrap(config(), "node0", &address(0), seeded_rng(1), Nanos(0));
         cluster.nodes.push(Some(founder));
         cluster.delivered.push(Vec::new());
         for _ in 1..size {
@@ -94,8 +93,14 @@ impl Cluster {
                 if self.isolated.contains(&from) || self.isolated.contains(&to) {
                     continue;
                 }
-                let Some(node) = self.nodes[to].as_mut() else { continue };
-                if let Err(e) = node.receive(now, &outgoing.bytes) { if std::env::var("DEBUG_GROUP").is_ok() { eprintln!("{from}->{to}: {e}"); } }
+                let Some(node) = self.nodes[to].as_mut() else {
+                    continue;
+                };
+                if let Err(e) = node.receive(now, &outgoing.bytes) {
+                    if std::env::var("DEBUG_GROUP").is_ok() {
+                        eprintln!("{from}->{to}: {e}");
+                    }
+                }
                 let (outgoing, deliveries) = node.poll(now);
                 self.delivered[to].extend(deliveries);
                 next.extend(outgoing.into_iter().map(|o| (to, o)));
@@ -131,7 +136,11 @@ impl Cluster {
     fn members_seen_by_all(&self) -> usize {
         (0..self.nodes.len())
             .filter(|i| self.nodes[*i].is_some() && !self.isolated.contains(i))
-            .map(|i| self.last_view(i).filter(|v| v.primary).map_or(0, |v| v.members.len()))
+            .map(|i| {
+                self.last_view(i)
+                    .filter(|v| v.primary)
+                    .map_or(0, |v| v.members.len())
+            })
             .min()
             .unwrap_or(0)
     }
@@ -180,11 +189,24 @@ fn three_nodes_form_one_primary_view_and_order_identically() {
         }
         cluster.step();
     }
-    cluster.run_until(|c| (0..3).all(|i| c.ordered(i).values().filter(|v| v.starts_with("ws")).count() == 90), 500);
+    cluster.run_until(
+        |c| {
+            (0..3).all(|i| {
+                c.ordered(i)
+                    .values()
+                    .filter(|v| v.starts_with("ws"))
+                    .count()
+                    == 90
+            })
+        },
+        500,
+    );
     assert_same_history(&cluster, &[0, 1, 2]);
     let view = cluster.last_view(2).unwrap();
     assert!(view.primary && view.members.len() == 3);
-    let cluster_uuids: BTreeSet<_> = (0..3).map(|i| cluster.last_view(i).unwrap().cluster).collect();
+    let cluster_uuids: BTreeSet<_> = (0..3)
+        .map(|i| cluster.last_view(i).unwrap().cluster)
+        .collect();
     assert_eq!(cluster_uuids.len(), 1, "one cluster state UUID");
 }
 
@@ -193,11 +215,17 @@ fn a_minority_is_not_primary_and_the_majority_goes_on() {
     let mut cluster = Cluster::new(3);
     cluster.isolated.insert(2);
     cluster.run(60);
-    assert!(!cluster.node(2).is_primary(), "an isolated third has no quorum");
+    assert!(
+        !cluster.node(2).is_primary(),
+        "an isolated third has no quorum"
+    );
     assert!(cluster.node(0).is_primary() && cluster.node(1).is_primary());
     cluster.node(0).submit(b"during partition".to_vec());
     cluster.run(10);
-    assert!(cluster.ordered(1).values().any(|v| v.contains("during partition") || v.starts_with("ws")));
+    assert!(cluster
+        .ordered(1)
+        .values()
+        .any(|v| v.contains("during partition") || v.starts_with("ws")));
     // Healing before the suspect timeout: the node catches up from the log, no eviction.
     cluster.isolated.clear();
     cluster.run(30);
@@ -212,7 +240,10 @@ fn two_of_three_lost_leaves_no_primary() {
     cluster.isolated.insert(1);
     cluster.isolated.insert(2);
     cluster.run(80);
-    assert!(!cluster.node(0).is_primary(), "one of three holds no quorum");
+    assert!(
+        !cluster.node(0).is_primary(),
+        "one of three holds no quorum"
+    );
     let view = cluster.last_view(0).unwrap();
     assert!(!view.primary);
 }
@@ -221,7 +252,13 @@ fn two_of_three_lost_leaves_no_primary() {
 fn a_silent_member_is_evicted_after_the_suspect_timeout() {
     let mut cluster = Cluster::new(3);
     cluster.nodes[2] = None;
-    cluster.run_until(|c| c.last_view(0).is_some_and(|v| v.members.len() == 2 && v.ordered), 400);
+    cluster.run_until(
+        |c| {
+            c.last_view(0)
+                .is_some_and(|v| v.members.len() == 2 && v.ordered)
+        },
+        400,
+    );
     assert!(cluster.node(0).is_primary());
     assert_same_history(&cluster, &[0, 1]);
 }
@@ -247,7 +284,10 @@ fn a_restarted_member_comes_back_as_a_new_member() {
     let mut cluster = Cluster::new(3);
     let old_uuid = cluster.node(2).me().uuid;
     cluster.nodes[2] = None;
-    cluster.run_until(|c| c.last_view(0).is_some_and(|v| v.members.len() == 2), 400);
+    cluster.run_until(
+        |c| c.last_view(0).is_some_and(|v| v.members.len() == 2),
+        400,
+    );
     // Restart in the same slot: a fresh identity joins through the seeds.
     cluster.seed += 100;
     let restarted = GroupNode::join(
@@ -285,26 +325,43 @@ fn flow_control_pauses_ordering_and_donors_never_pause() {
     cluster.run(10);
     cluster.node(1).report_apply_queue(10);
     cluster.run(10);
-    assert!(cluster.node(0).status().paused, "a queue over gcs.fc_limit pauses the group");
+    assert!(
+        cluster.node(0).status().paused,
+        "a queue over gcs.fc_limit pauses the group"
+    );
     let before = cluster.ordered(0).len();
     cluster.node(0).submit(b"held".to_vec());
     cluster.run(10);
-    assert_eq!(cluster.ordered(0).len(), before, "nothing is ordered while paused");
+    assert_eq!(
+        cluster.ordered(0).len(),
+        before,
+        "nothing is ordered while paused"
+    );
     cluster.node(1).report_apply_queue(4);
     cluster.run(10);
     assert!(!cluster.node(0).status().paused);
-    assert_eq!(cluster.ordered(0).len(), before + 1, "the held write-set is ordered on resume");
+    assert_eq!(
+        cluster.ordered(0).len(),
+        before + 1,
+        "the held write-set is ordered on resume"
+    );
     let status = cluster.node(1).status();
     assert_eq!(status.flow.sent, 2, "one stop and one resume sent");
     assert!(status.flow.recv >= 2);
     assert!(status.flow.paused_ns >= 10 * TICK_NS);
-    assert_eq!(cluster.node(0).status().flow.pauses_by.get("node1"), Some(&1));
+    assert_eq!(
+        cluster.node(0).status().flow.pauses_by.get("node1"),
+        Some(&1)
+    );
 
     cluster.node(2).set_local_state(NodeState::Donor);
     cluster.run(5);
     cluster.node(2).report_apply_queue(1_000);
     cluster.run(10);
-    assert!(!cluster.node(0).status().paused, "a donor never pauses the cluster");
+    assert!(
+        !cluster.node(0).status().paused,
+        "a donor never pauses the cluster"
+    );
 }
 
 #[test]
@@ -312,22 +369,37 @@ fn bad_input_is_refused_with_a_specific_error_and_nothing_is_lost() {
     let mut cluster = Cluster::new(3);
     let now = Nanos(cluster.now);
     let node = cluster.node(0);
-    assert!(matches!(node.receive(now, b"garbage"), Err(ReceiveError::Wire(_))));
+    assert!(matches!(
+        node.receive(now, b"garbage"),
+        Err(ReceiveError::Wire(_))
+    ));
     let mut valid = wire::encode(7, &wire::WireMessage::Leave);
     assert_eq!(
         node.receive(now, &valid[..valid.len() - 3]),
-        Err(ReceiveError::Wire(wire::WireError::Truncated { needed: valid.len(), got: valid.len() - 3 }))
+        Err(ReceiveError::Wire(wire::WireError::Truncated {
+            needed: valid.len(),
+            got: valid.len() - 3
+        }))
     );
     valid[4] = 99;
-    assert_eq!(node.receive(now, &valid), Err(ReceiveError::Wire(wire::WireError::UnknownVersion(99))));
+    assert_eq!(
+        node.receive(now, &valid),
+        Err(ReceiveError::Wire(wire::WireError::UnknownVersion(99)))
+    );
     let stranger = wire::encode(424242, &wire::WireMessage::Leave);
-    assert_eq!(node.receive(now, &stranger), Err(ReceiveError::NotInView { from: 424242 }));
+    assert_eq!(
+        node.receive(now, &stranger),
+        Err(ReceiveError::NotInView { from: 424242 })
+    );
     let mut raft_message = raft::eraftpb::Message::default();
     raft_message.from = 424242;
     raft_message.to = node.me().raft_id;
     raft_message.term = 99;
     let forged = wire::encode(424242, &wire::WireMessage::Raft(raft_message));
-    assert_eq!(node.receive(now, &forged), Err(ReceiveError::NotInView { from: 424242 }));
+    assert_eq!(
+        node.receive(now, &forged),
+        Err(ReceiveError::NotInView { from: 424242 })
+    );
     // The node carries on and still orders.
     cluster.node(1).submit(b"after garbage".to_vec());
     cluster.run(10);
@@ -335,4 +407,3 @@ fn bad_input_is_refused_with_a_specific_error_and_nothing_is_lost() {
     assert_same_history(&cluster, &[0, 1, 2]);
     assert!(cluster.ordered(0).values().any(|v| v.starts_with("ws")));
 }
-

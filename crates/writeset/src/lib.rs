@@ -48,7 +48,10 @@ pub struct Key {
 impl Key {
     /// A key from string parts, for tests and tools.
     pub fn new<P: AsRef<[u8]>>(parts: &[P], key_type: KeyType) -> Key {
-        Key { parts: parts.iter().map(|p| p.as_ref().to_vec()).collect(), key_type }
+        Key {
+            parts: parts.iter().map(|p| p.as_ref().to_vec()).collect(),
+            key_type,
+        }
     }
 }
 
@@ -85,8 +88,11 @@ impl WriteSet {
 
     /// Size of the encoded form, in bytes.
     pub fn encoded_len(&self) -> usize {
-        let keys: usize =
-            self.keys.iter().map(|k| 1 + 2 + k.parts.iter().map(|p| 2 + p.len()).sum::<usize>()).sum();
+        let keys: usize = self
+            .keys
+            .iter()
+            .map(|k| 1 + 2 + k.parts.iter().map(|p| 2 + p.len()).sum::<usize>())
+            .sum();
         HEADER_LEN + keys + self.data.len() + TRAILER_LEN
     }
 
@@ -131,7 +137,10 @@ impl WriteSet {
     /// Decodes one write-set that fills `bytes` exactly, checking the checksum first.
     pub fn decode(bytes: &[u8]) -> Result<WriteSet, DecodeError> {
         if bytes.len() < HEADER_LEN + TRAILER_LEN {
-            return Err(DecodeError::Truncated { needed: HEADER_LEN + TRAILER_LEN, got: bytes.len() });
+            return Err(DecodeError::Truncated {
+                needed: HEADER_LEN + TRAILER_LEN,
+                got: bytes.len(),
+            });
         }
         if bytes[..4] != MAGIC {
             return Err(DecodeError::BadMagic);
@@ -145,7 +154,10 @@ impl WriteSet {
         if stored != computed {
             return Err(DecodeError::ChecksumMismatch { stored, computed });
         }
-        let mut reader = Reader { bytes: body, pos: 5 };
+        let mut reader = Reader {
+            bytes: body,
+            pos: 5,
+        };
         let flags = reader.u32()?;
         if flags & !flags::MASK != 0 {
             return Err(DecodeError::UnknownFlags(flags));
@@ -158,12 +170,16 @@ impl WriteSet {
         let data_len = reader.u32()? as usize;
         // Every key takes at least 3 bytes, so a count beyond that is a lie, not a big key set.
         if key_count > body.len() / 3 {
-            return Err(DecodeError::Truncated { needed: key_count * 3, got: body.len() });
+            return Err(DecodeError::Truncated {
+                needed: key_count * 3,
+                got: body.len(),
+            });
         }
         let mut keys = Vec::with_capacity(key_count);
         for _ in 0..key_count {
             let type_byte = reader.take(1)?[0];
-            let key_type = KeyType::from_u8(type_byte).ok_or(DecodeError::UnknownKeyType(type_byte))?;
+            let key_type =
+                KeyType::from_u8(type_byte).ok_or(DecodeError::UnknownKeyType(type_byte))?;
             let part_count = reader.u16()? as usize;
             let mut parts = Vec::with_capacity(part_count.min(64));
             for _ in 0..part_count {
@@ -176,7 +192,15 @@ impl WriteSet {
         if reader.pos != body.len() {
             return Err(DecodeError::TrailingBytes(body.len() - reader.pos));
         }
-        Ok(WriteSet { source, conn_id, trx_id, last_seen, flags, keys, data })
+        Ok(WriteSet {
+            source,
+            conn_id,
+            trx_id,
+            last_seen,
+            flags,
+            keys,
+            data,
+        })
     }
 }
 
@@ -237,23 +261,35 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self.pos.checked_add(len).filter(|end| *end <= self.bytes.len());
-        let end = end.ok_or(DecodeError::Truncated { needed: self.pos + len, got: self.bytes.len() })?;
+        let end = self
+            .pos
+            .checked_add(len)
+            .filter(|end| *end <= self.bytes.len());
+        let end = end.ok_or(DecodeError::Truncated {
+            needed: self.pos + len,
+            got: self.bytes.len(),
+        })?;
         let slice = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(slice)
     }
 
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
 
     fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 }
 
@@ -289,7 +325,10 @@ mod tests {
     fn every_truncation_is_rejected() {
         let bytes = sample().to_bytes();
         for len in 0..bytes.len() {
-            assert!(WriteSet::decode(&bytes[..len]).is_err(), "prefix of {len} bytes accepted");
+            assert!(
+                WriteSet::decode(&bytes[..len]).is_err(),
+                "prefix of {len} bytes accepted"
+            );
         }
     }
 
@@ -299,7 +338,10 @@ mod tests {
         for index in 0..bytes.len() {
             let mut corrupt = bytes.clone();
             corrupt[index] ^= 0x10;
-            assert!(WriteSet::decode(&corrupt).is_err(), "flip at byte {index} accepted");
+            assert!(
+                WriteSet::decode(&corrupt).is_err(),
+                "flip at byte {index} accepted"
+            );
         }
     }
 
@@ -307,7 +349,10 @@ mod tests {
     fn unknown_version_is_named() {
         let mut bytes = sample().to_bytes();
         bytes[4] = 9;
-        assert_eq!(WriteSet::decode(&bytes), Err(DecodeError::UnknownVersion(9)));
+        assert_eq!(
+            WriteSet::decode(&bytes),
+            Err(DecodeError::UnknownVersion(9))
+        );
     }
 
     proptest! {

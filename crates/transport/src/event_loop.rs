@@ -1,0 +1,410 @@
+//! The thread that owns the `GroupNode`: events in, ticks, polls, frames and deliveries out.
+
+use std::collections::HashMap;
+use std::mem;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use base::{Nanos, NodeState, Seqno};
+use group::{wire, Delivery, GroupNode, Outgoing};
+
+use crate::net::{SendError, Writer};
+use crate::{Shared, TransportOptions};
+
+/// What the event loop is asked to do.
+pub(crate) enum Event {
+    /// One or more whole frames, back to back, from one connection.
+    Frames(Vec<u8>),
+    /// A write-set to order, numbered by the submitter.
+    Submit { ticket: u64, payload: Vec<u8> },
+    /// Start a graceful leave.
+    Leave,
+    /// The user's apply queue length, for flow control.
+    ApplyQueue(u64),
+    /// The user's last committed seqno, for the commit cut.
+    Committed(Seqno),
+    /// A node state change to announce.
+    LocalState(NodeState),
+    /// Stop the loop.
+    Shutdown,
+}
+
+/// Maps the node's submission numbers to the runner's.
+///
+/// The node numbers submissions from 1 for each membership: a member that was evicted and
+/// rejoined starts over. The runner hands out its own numbers at submit time (without a
+/// round trip to the loop), and this map translates deliveries back to them.
+#[derive(Default)]
+struct Tickets {
+    /// The node's Raft id the current map belongs to.
+    identity: u64,
+    current: HashMap<u64, u64>,
+    /// The map of the membership that just ended; its `Abandoned` delivery comes next.
+    retired: Option<HashMap<u64, u64>>,
+}
+
+impl Tickets {
+    fn watch_identity(&mut self, raft_id: u64) {
+        if raft_id != self.identity {
+            self.identity = raft_id;
+            let old = mem::take(&mut self.current);
+            if !old.is_empty() {
+                self.retired = Some(old);
+            }
+        }
+    }
+
+    fn translate(&mut self, delivery: &mut Delivery) {
+        match delivery {
+            Delivery::WriteSet {
+                local: true,
+                submit_id,
+                ..
+            } => {
+                if let Some(ticket) = self.current.remove(submit_id) {
+                    *submit_id = ticket;
+                }
+            }
+            Delivery::Abandoned { submit_ids } => {
+                let map = match self.retired.take() {
+                    Some(retired) => retired,
+                    None => mem::take(&mut self.current),
+                };
+                for id in submit_ids.iter_mut() {
+                    if let Some(ticket) = map.get(id) {
+                        *id = *ticket;
+                    }
+                }
+                // Whatever the node still had pending of this identity is now forgotten;
+                // any later pending submission of the current identity stays in `current`.
+                if map.len() > submit_ids.len() {
+                    tracing::debug!(
+                        unmatched = map.len() - submit_ids.len(),
+                        "submissions neither ordered nor abandoned were forgotten"
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+pub(crate) struct EventLoop {
+    node: GroupNode,
+    clock: Instant,
+    tick_interval: Duration,
+    events: Receiver<Event>,
+    deliveries: Option<SyncSender<Delivery>>,
+    shared: Arc<Shared>,
+    options: TransportOptions,
+    writers: HashMap<String, Writer>,
+    tickets: Tickets,
+    /// Messages refused by the node, for rate-limited logging.
+    refused: u64,
+    /// Frames dropped because no writer could take them.
+    unsent: u64,
+}
+
+impl EventLoop {
+    pub(crate) fn new(
+        node: GroupNode,
+        clock: Instant,
+        tick_interval: Duration,
+        events: Receiver<Event>,
+        deliveries: SyncSender<Delivery>,
+        shared: Arc<Shared>,
+        options: TransportOptions,
+    ) -> EventLoop {
+        let tickets = Tickets {
+            identity: node.me().raft_id,
+            ..Tickets::default()
+        };
+        EventLoop {
+            node,
+            clock,
+            tick_interval,
+            events,
+            deliveries: Some(deliveries),
+            shared,
+            options,
+            writers: HashMap::new(),
+            tickets,
+            refused: 0,
+            unsent: 0,
+        }
+    }
+
+    fn now(&self) -> (Duration, Nanos) {
+        let elapsed = self.clock.elapsed();
+        (
+            elapsed,
+            Nanos(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)),
+        )
+    }
+
+    pub(crate) fn run(mut self) {
+        let mut next_tick = self.tick_interval;
+        loop {
+            let wait = next_tick.saturating_sub(self.clock.elapsed());
+            let mut stop = false;
+            match self.events.recv_timeout(wait) {
+                Ok(event) => {
+                    let (_, now) = self.now();
+                    stop = self.handle(event, now);
+                    let mut handled = 1;
+                    while !stop && handled < self.options.max_events_per_poll {
+                        match self.events.try_recv() {
+                            Ok(event) => stop = self.handle(event, now),
+                            Err(_) => break,
+                        }
+                        handled += 1;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stop = true,
+            }
+            if stop {
+                break;
+            }
+            let (elapsed, now) = self.now();
+            let ticked = elapsed >= next_tick;
+            if ticked {
+                self.node.tick(now);
+                next_tick += self.tick_interval;
+                if next_tick <= elapsed {
+                    // Overloaded: skip the missed ticks rather than fire them in a burst.
+                    next_tick = elapsed + self.tick_interval;
+                }
+            }
+            let (outgoing, deliveries) = self.node.poll(now);
+            self.tickets.watch_identity(self.node.me().raft_id);
+            self.send(outgoing);
+            let delivered = !deliveries.is_empty();
+            for mut delivery in deliveries {
+                self.tickets.translate(&mut delivery);
+                self.hand_over(delivery);
+            }
+            // A rejoin's `Abandoned` comes in the first poll after it, or not at all.
+            self.tickets.retired = None;
+            if ticked || delivered {
+                *self.shared.status() = self.node.status();
+            }
+        }
+        *self.shared.status() = self.node.status();
+        self.stop_writers();
+    }
+
+    /// Handles one event; true to stop the loop.
+    fn handle(&mut self, event: Event, now: Nanos) -> bool {
+        match event {
+            Event::Frames(bytes) => self.receive_frames(&bytes, now),
+            Event::Submit { ticket, payload } => {
+                let submit_id = self.node.submit(payload);
+                self.tickets.current.insert(submit_id, ticket);
+            }
+            Event::Leave => self.node.leave(),
+            Event::ApplyQueue(queued) => self.node.report_apply_queue(queued),
+            Event::Committed(seqno) => self.node.report_committed(seqno),
+            Event::LocalState(state) => self.node.set_local_state(state),
+            Event::Shutdown => return true,
+        }
+        false
+    }
+
+    fn receive_frames(&mut self, bytes: &[u8], now: Nanos) {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let len = match wire::frame_len(rest) {
+                Ok(Some(len)) if len <= rest.len() => len,
+                other => {
+                    // Readers forward whole frames only; this is a bug, not a peer's fault.
+                    tracing::error!(
+                        ?other,
+                        left = rest.len(),
+                        "a partial frame reached the loop"
+                    );
+                    return;
+                }
+            };
+            let (frame, tail) = rest.split_at(len);
+            rest = tail;
+            if let Err(error) = self.node.receive(now, frame) {
+                self.refused += 1;
+                if self.refused <= 100 || self.refused.is_power_of_two() {
+                    tracing::warn!(%error, refused = self.refused, "message refused");
+                }
+            }
+            // An eviction makes the node start over with a new identity.
+            self.tickets.watch_identity(self.node.me().raft_id);
+        }
+    }
+
+    /// Groups the outgoing frames by destination and hands each group to its writer.
+    fn send(&mut self, outgoing: Vec<Outgoing>) {
+        if outgoing.is_empty() {
+            return;
+        }
+        let mut by_address: Vec<(String, Vec<u8>, usize)> = Vec::new();
+        for message in outgoing {
+            match by_address
+                .iter_mut()
+                .find(|(address, _, _)| *address == message.address)
+            {
+                Some((_, bytes, frames)) => {
+                    bytes.extend_from_slice(&message.bytes);
+                    *frames += 1;
+                }
+                None => by_address.push((message.address, message.bytes, 1)),
+            }
+        }
+        for (address, bytes, frames) in by_address {
+            self.send_to(address, bytes, frames);
+        }
+    }
+
+    fn send_to(&mut self, address: String, bytes: Vec<u8>, frames: usize) {
+        let bytes = match self.writers.get(&address) {
+            None => bytes,
+            Some(writer) => match writer.send(bytes, frames) {
+                Ok(()) => return,
+                Err(SendError::Full) => {
+                    self.count_unsent(&address, frames, "peer queue full");
+                    return;
+                }
+                Err(SendError::Gone(bytes)) => bytes,
+            },
+        };
+        // The writer, if there was one, ended (idle): start a new one.
+        if let Some(writer) = self.writers.remove(&address) {
+            writer.stop();
+        }
+        if self.writers.len() >= self.options.max_peers {
+            let finished: Vec<String> = self
+                .writers
+                .iter()
+                .filter(|(_, w)| w.is_finished())
+                .map(|(a, _)| a.clone())
+                .collect();
+            for address in finished {
+                if let Some(writer) = self.writers.remove(&address) {
+                    writer.stop();
+                }
+            }
+            if self.writers.len() >= self.options.max_peers {
+                self.count_unsent(&address, frames, "too many peers");
+                return;
+            }
+        }
+        match Writer::start(address.clone(), Arc::clone(&self.shared), &self.options) {
+            Ok(writer) => {
+                if writer.send(bytes, frames).is_err() {
+                    self.count_unsent(&address, frames, "new writer refused frames");
+                }
+                self.writers.insert(address, writer);
+            }
+            Err(error) => {
+                tracing::warn!(%error, %address, "could not start a writer thread");
+                self.count_unsent(&address, frames, "no writer");
+            }
+        }
+    }
+
+    fn count_unsent(&mut self, address: &str, frames: usize, why: &str) {
+        self.unsent += frames as u64;
+        if self.unsent <= 100 || self.unsent.is_power_of_two() {
+            tracing::warn!(address, frames, total = self.unsent, why, "frames dropped");
+        }
+    }
+
+    /// Passes a delivery to the user, waiting while the channel is full (unless stopping).
+    fn hand_over(&mut self, delivery: Delivery) {
+        let Some(channel) = self.deliveries.as_ref() else {
+            return;
+        };
+        let mut item = delivery;
+        let mut waited = false;
+        loop {
+            match channel.try_send(item) {
+                Ok(()) => return,
+                Err(TrySendError::Disconnected(_)) => {
+                    // Nobody listens any more: keep running the member, drop deliveries.
+                    self.deliveries = None;
+                    return;
+                }
+                Err(TrySendError::Full(back)) => {
+                    if self.shared.stopping() {
+                        return;
+                    }
+                    if !waited {
+                        waited = true;
+                        tracing::warn!("delivery channel full: waiting for the user");
+                    }
+                    item = back;
+                    thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+    }
+
+    fn stop_writers(&mut self) {
+        let writers: Vec<Writer> = self.writers.drain().map(|(_, w)| w).collect();
+        for writer in &writers {
+            writer.close_connection();
+        }
+        for writer in writers {
+            writer.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base::{Seqno, Uuid};
+
+    fn local_write_set(submit_id: u64) -> Delivery {
+        Delivery::WriteSet {
+            seqno: Seqno(5),
+            origin: Uuid::NIL,
+            submit_id,
+            local: true,
+            safe_seqno: Seqno::UNDEFINED,
+            payload: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn tickets_follow_the_node_across_a_rejoin() {
+        let mut tickets = Tickets {
+            identity: 7,
+            ..Tickets::default()
+        };
+        // Two submitters raced: ticket 2 reached the loop first.
+        tickets.current.insert(1, 2);
+        tickets.current.insert(2, 1);
+        let mut delivery = local_write_set(1);
+        tickets.translate(&mut delivery);
+        assert_eq!(delivery, local_write_set(2));
+
+        // Evicted and rejoined: the node numbers from 1 again.
+        tickets.watch_identity(8);
+        tickets.current.insert(1, 3);
+        let mut abandoned = Delivery::Abandoned {
+            submit_ids: vec![2],
+        };
+        tickets.translate(&mut abandoned);
+        assert_eq!(
+            abandoned,
+            Delivery::Abandoned {
+                submit_ids: vec![1]
+            }
+        );
+        tickets.retired = None;
+        let mut delivery = local_write_set(1);
+        tickets.translate(&mut delivery);
+        assert_eq!(delivery, local_write_set(3));
+        assert!(tickets.current.is_empty());
+    }
+}

@@ -1,0 +1,400 @@
+//! Runs a [`group::GroupNode`] over real TCP: the I/O shell around the deterministic core.
+//!
+//! A [`GroupRunner`] owns one member and the threads that carry its traffic:
+//! - one event-loop thread owns the `GroupNode`. It waits on a channel of events (frames from
+//!   the reader threads, submissions, leave requests, shutdown), ticks the node every
+//!   `tick_interval_ns` of the real clock, drains whatever else is queued so that one
+//!   [`group::GroupNode::poll`] covers a whole batch of events, then hands the node's
+//!   outgoing messages to the writer threads and its deliveries to the user's channel;
+//! - one accept thread takes inbound connections, and one reader thread per connection cuts
+//!   the byte stream into frames with [`group::wire::frame_len`] and forwards whole frames;
+//!   a connection that sends something that is not a group frame is closed;
+//! - one writer thread per destination address connects lazily, batches every frame queued
+//!   for that peer into as few writes as possible, and on a connection or write failure drops
+//!   what is queued (Raft retransmits) and tries again after a short back-off.
+//!
+//! Every queue is bounded: the event channel (readers and submitters wait when it is full,
+//! which pushes back through TCP), each writer's queue (frames beyond it are dropped with a
+//! warning) and the delivery channel (the event loop waits for the user to catch up).
+//!
+//! Submissions are cheap: [`RunnerHandle::submit`] numbers the write-set and queues it
+//! without waiting for the event loop. The number it returns is the `submit_id` of the
+//! matching [`Delivery::WriteSet`] (with `local: true`) or [`Delivery::Abandoned`].
+
+// This crate is the I/O shell: it reads the real clock and spawns threads, which
+// clippy.toml forbids in the deterministic core crates.
+#![allow(clippy::disallowed_methods)]
+
+mod event_loop;
+mod net;
+
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use base::{seeded_rng, Nanos, NodeState, Seqno};
+use group::{Delivery, GroupConfig, GroupNode, GroupStatus};
+
+use crate::event_loop::{Event, EventLoop};
+use crate::net::Connections;
+
+/// How the member enters the group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Found a new cluster with this member as its only member (`--wsrep-new-cluster`).
+    Bootstrap,
+    /// Join an existing cluster through the members listening at `seeds` (`host:port`).
+    Join {
+        /// Addresses of members to ask for admission.
+        seeds: Vec<String>,
+    },
+}
+
+/// Settings of the transport itself (queue bounds, timeouts).
+#[derive(Clone, Debug)]
+pub struct TransportOptions {
+    /// Events (frame batches, submissions, requests) queued for the event loop before
+    /// readers and submitters wait.
+    pub event_queue: usize,
+    /// Deliveries queued for the user before the event loop waits for the user.
+    pub delivery_queue: usize,
+    /// Frames queued for one peer; beyond this, frames for that peer are dropped.
+    pub writer_queue_frames: usize,
+    /// Inbound connections accepted at once; more are closed on arrival.
+    pub max_connections: usize,
+    /// Destination addresses with a writer at once; frames for more are dropped.
+    pub max_peers: usize,
+    /// Timeout of one connection attempt.
+    pub connect_timeout: Duration,
+    /// Wait after a failed connection attempt or write before connecting again.
+    pub reconnect_backoff: Duration,
+    /// A writer with nothing to send for this long closes its connection and ends.
+    pub writer_idle_timeout: Duration,
+    /// Most events handled between two polls of the node.
+    pub max_events_per_poll: usize,
+    /// Write buffer of one writer, in bytes.
+    pub write_buffer: usize,
+}
+
+impl Default for TransportOptions {
+    fn default() -> Self {
+        TransportOptions {
+            event_queue: 16_384,
+            delivery_queue: 16_384,
+            writer_queue_frames: 65_536,
+            max_connections: 256,
+            max_peers: 256,
+            connect_timeout: Duration::from_secs(1),
+            reconnect_backoff: Duration::from_millis(50),
+            writer_idle_timeout: Duration::from_secs(60),
+            max_events_per_poll: 4_096,
+            write_buffer: 256 << 10,
+        }
+    }
+}
+
+/// The runner was shut down (or its event loop ended): the request was not queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped;
+
+impl fmt::Display for Stopped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the group runner has stopped")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// State shared between the runner's threads.
+pub(crate) struct Shared {
+    /// Set once shutdown starts: nothing new is started, waits give up.
+    pub(crate) stopping: AtomicBool,
+    /// The node's status as of the last poll that changed something.
+    pub(crate) status: Mutex<GroupStatus>,
+}
+
+impl Shared {
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn status(&self) -> MutexGuard<'_, GroupStatus> {
+        lock(&self.status)
+    }
+}
+
+/// Locks a mutex, ignoring poisoning (every critical section here leaves valid state).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A cheap, cloneable handle to a running member: submit, leave, report, read status.
+/// It may be used from any thread; it stays valid (and reports [`Stopped`]) after shutdown.
+#[derive(Clone)]
+pub struct RunnerHandle {
+    events: SyncSender<Event>,
+    next_ticket: Arc<AtomicU64>,
+    shared: Arc<Shared>,
+}
+
+impl RunnerHandle {
+    /// Queues a write-set for ordering and returns its `submit_id` at once.
+    ///
+    /// Waits only if the event loop's queue is full.
+    pub fn submit(&self, payload: Vec<u8>) -> Result<u64, Stopped> {
+        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+        self.send(Event::Submit { ticket, payload })?;
+        Ok(ticket)
+    }
+
+    /// Starts a graceful leave; [`Delivery::Closed`] follows when it is done.
+    pub fn leave(&self) -> Result<(), Stopped> {
+        self.send(Event::Leave)
+    }
+
+    /// Reports the length of the local queue of ordered-but-not-committed write-sets, for
+    /// flow control (`gcs.fc_limit`).
+    pub fn report_apply_queue(&self, queued: u64) -> Result<(), Stopped> {
+        self.send(Event::ApplyQueue(queued))
+    }
+
+    /// Reports the last seqno this node committed (its part of the commit cut, which the
+    /// write-sets' `safe_seqno` carries).
+    pub fn report_committed(&self, seqno: Seqno) -> Result<(), Stopped> {
+        self.send(Event::Committed(seqno))
+    }
+
+    /// Announces a node state change to the group.
+    pub fn set_local_state(&self, state: NodeState) -> Result<(), Stopped> {
+        self.send(Event::LocalState(state))
+    }
+
+    /// The member's status as of the event loop's last poll (at most one tick old).
+    pub fn status(&self) -> GroupStatus {
+        self.shared.status().clone()
+    }
+
+    fn send(&self, event: Event) -> Result<(), Stopped> {
+        if self.shared.stopping() {
+            return Err(Stopped);
+        }
+        self.events.send(event).map_err(|_| Stopped)
+    }
+}
+
+/// One group member running over TCP. Dropping it shuts it down.
+pub struct GroupRunner {
+    handle: RunnerHandle,
+    name: String,
+    local_addr: SocketAddr,
+    deliveries: Option<Receiver<Delivery>>,
+    connections: Arc<Connections>,
+    loop_thread: Option<JoinHandle<()>>,
+    accept_thread: Option<JoinHandle<()>>,
+    stopped: bool,
+}
+
+impl GroupRunner {
+    /// Starts a member listening at `listen_addr` (port 0 picks a free port; the member
+    /// advertises the address actually bound, see [`GroupRunner::local_addr`]).
+    pub fn start(
+        config: GroupConfig,
+        role: Role,
+        name: &str,
+        listen_addr: SocketAddr,
+        seed: u64,
+    ) -> io::Result<GroupRunner> {
+        GroupRunner::start_with_options(
+            config,
+            role,
+            name,
+            listen_addr,
+            seed,
+            TransportOptions::default(),
+        )
+    }
+
+    /// [`GroupRunner::start`] with explicit transport settings.
+    pub fn start_with_options(
+        config: GroupConfig,
+        role: Role,
+        name: &str,
+        listen_addr: SocketAddr,
+        seed: u64,
+        options: TransportOptions,
+    ) -> io::Result<GroupRunner> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        if options.event_queue == 0 || options.delivery_queue == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "event_queue and delivery_queue must be positive",
+            ));
+        }
+        let listener = TcpListener::bind(listen_addr)?;
+        let local_addr = listener.local_addr()?;
+        let address = local_addr.to_string();
+
+        let clock = Instant::now();
+        let tick_interval = Duration::from_nanos(config.tick_interval_ns);
+        let rng = seeded_rng(seed);
+        let node = match role {
+            Role::Bootstrap => GroupNode::bootstrap(config, name, &address, rng, Nanos(0)),
+            Role::Join { seeds } => GroupNode::join(config, name, &address, seeds, rng, Nanos(0)),
+        };
+        let shared = Arc::new(Shared {
+            stopping: AtomicBool::new(false),
+            status: Mutex::new(node.status()),
+        });
+        let (events_tx, events_rx) = mpsc::sync_channel(options.event_queue);
+        let (deliveries_tx, deliveries_rx) = mpsc::sync_channel(options.delivery_queue);
+        let connections = Arc::new(Connections::default());
+
+        let event_loop = EventLoop::new(
+            node,
+            clock,
+            tick_interval,
+            events_rx,
+            deliveries_tx,
+            Arc::clone(&shared),
+            options.clone(),
+        );
+        let loop_thread = thread::Builder::new()
+            .name(format!("trireme-loop-{name}"))
+            .spawn(move || event_loop.run())?;
+
+        let mut runner = GroupRunner {
+            handle: RunnerHandle {
+                events: events_tx.clone(),
+                next_ticket: Arc::new(AtomicU64::new(1)),
+                shared: Arc::clone(&shared),
+            },
+            name: name.to_owned(),
+            local_addr,
+            deliveries: Some(deliveries_rx),
+            connections: Arc::clone(&connections),
+            loop_thread: Some(loop_thread),
+            accept_thread: None,
+            stopped: false,
+        };
+        // On failure from here on, dropping `runner` stops the event loop.
+        let accept_thread = thread::Builder::new()
+            .name(format!("trireme-accept-{name}"))
+            .spawn(move || net::accept_loop(listener, events_tx, connections, shared, options))?;
+        runner.accept_thread = Some(accept_thread);
+        tracing::info!(name, %local_addr, "group member started");
+        Ok(runner)
+    }
+
+    /// The address the member listens at and advertises to its peers.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The member's name (`wsrep_node_name`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A cloneable handle for submitting from other threads.
+    pub fn handle(&self) -> RunnerHandle {
+        self.handle.clone()
+    }
+
+    /// Takes the channel of deliveries (write-sets, views, ...), in order. Only the first
+    /// call returns it. The user must keep draining it (or drop it): when it is full, the
+    /// event loop waits, and the member stops taking part in the group meanwhile.
+    pub fn take_deliveries(&mut self) -> Option<Receiver<Delivery>> {
+        self.deliveries.take()
+    }
+
+    /// Queues a write-set for ordering; see [`RunnerHandle::submit`].
+    pub fn submit(&self, payload: Vec<u8>) -> Result<u64, Stopped> {
+        self.handle.submit(payload)
+    }
+
+    /// Starts a graceful leave; see [`RunnerHandle::leave`].
+    pub fn leave(&self) -> Result<(), Stopped> {
+        self.handle.leave()
+    }
+
+    /// Reports the apply queue length; see [`RunnerHandle::report_apply_queue`].
+    pub fn report_apply_queue(&self, queued: u64) -> Result<(), Stopped> {
+        self.handle.report_apply_queue(queued)
+    }
+
+    /// Reports the last committed seqno; see [`RunnerHandle::report_committed`].
+    pub fn report_committed(&self, seqno: Seqno) -> Result<(), Stopped> {
+        self.handle.report_committed(seqno)
+    }
+
+    /// Announces a node state change; see [`RunnerHandle::set_local_state`].
+    pub fn set_local_state(&self, state: NodeState) -> Result<(), Stopped> {
+        self.handle.set_local_state(state)
+    }
+
+    /// The member's status; see [`RunnerHandle::status`].
+    pub fn status(&self) -> GroupStatus {
+        self.handle.status()
+    }
+
+    /// Stops every thread of the member and waits for them. Idempotent.
+    pub fn shutdown(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        self.handle.shared.stopping.store(true, Ordering::Release);
+        // The event loop: it stops writers (and their connections) before it ends.
+        if let Some(thread) = self.loop_thread.take() {
+            // Fails only if the loop already ended.
+            let _ = self.handle.events.send(Event::Shutdown);
+            if thread.join().is_err() {
+                tracing::error!(name = %self.name, "the event loop panicked");
+            }
+        }
+        // The acceptor: wake it from accept() with a connection of our own.
+        if let Some(thread) = self.accept_thread.take() {
+            let mut wake = self.local_addr;
+            match wake.ip() {
+                ip if ip.is_unspecified() && ip.is_ipv4() => {
+                    wake.set_ip(Ipv4Addr::LOCALHOST.into())
+                }
+                ip if ip.is_unspecified() => wake.set_ip(Ipv6Addr::LOCALHOST.into()),
+                _ => {}
+            }
+            match TcpStream::connect_timeout(&wake, Duration::from_secs(1)) {
+                Ok(_) => {
+                    if thread.join().is_err() {
+                        tracing::error!(name = %self.name, "the accept thread panicked");
+                    }
+                }
+                Err(error) => {
+                    // Leave it detached rather than hang: it ends with the process.
+                    tracing::error!(name = %self.name, %error, "could not wake the accept thread");
+                }
+            }
+        }
+        // The readers: shut their sockets down so that their reads return.
+        for thread in self.connections.close_all() {
+            if thread.join().is_err() {
+                tracing::error!(name = %self.name, "a reader thread panicked");
+            }
+        }
+        tracing::info!(name = %self.name, "group member stopped");
+    }
+}
+
+impl Drop for GroupRunner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,382 @@
+//! Sockets: the accept thread, one reader thread per inbound connection, one writer thread
+//! per destination address.
+
+use std::collections::HashMap;
+use std::io::{self, BufWriter, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use group::wire;
+
+use crate::event_loop::Event;
+use crate::{lock, Shared, TransportOptions};
+
+/// Initial (and usual) size of a reader's buffer.
+const READ_BUFFER: usize = 256 << 10;
+
+/// Inbound connections and their reader threads.
+#[derive(Default)]
+pub(crate) struct Connections {
+    inner: Mutex<ConnectionsInner>,
+}
+
+#[derive(Default)]
+struct ConnectionsInner {
+    /// Open connections by id (clones, to shut them down from outside their reader).
+    open: HashMap<u64, TcpStream>,
+    threads: Vec<JoinHandle<()>>,
+    next_id: u64,
+    closed: bool,
+}
+
+impl Connections {
+    fn add(
+        self: &Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        events: &SyncSender<Event>,
+        options: &TransportOptions,
+    ) {
+        let mut inner = lock(&self.inner);
+        if inner.closed {
+            return;
+        }
+        inner.threads.retain(|thread| !thread.is_finished());
+        if inner.open.len() >= options.max_connections {
+            tracing::warn!(%peer, limit = options.max_connections, "too many connections: refused");
+            return;
+        }
+        let clone = match stream.try_clone() {
+            Ok(clone) => clone,
+            Err(error) => {
+                tracing::warn!(%peer, %error, "could not keep a handle on a connection");
+                return;
+            }
+        };
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let connections = Arc::clone(self);
+        let events = events.clone();
+        let spawned = thread::Builder::new()
+            .name(format!("trireme-read-{peer}"))
+            .spawn(move || {
+                read_loop(stream, peer, &events);
+                lock(&connections.inner).open.remove(&id);
+            });
+        match spawned {
+            Ok(thread) => {
+                inner.open.insert(id, clone);
+                inner.threads.push(thread);
+            }
+            Err(error) => tracing::warn!(%peer, %error, "could not start a reader thread"),
+        }
+    }
+
+    /// Refuses new connections, shuts the open ones down and returns their readers to join.
+    pub(crate) fn close_all(&self) -> Vec<JoinHandle<()>> {
+        let mut inner = lock(&self.inner);
+        inner.closed = true;
+        for stream in inner.open.values() {
+            // Fails only if the connection is already gone.
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        inner.open.clear();
+        std::mem::take(&mut inner.threads)
+    }
+}
+
+/// Accepts connections until shutdown; each gets a reader thread.
+pub(crate) fn accept_loop(
+    listener: TcpListener,
+    events: SyncSender<Event>,
+    connections: Arc<Connections>,
+    shared: Arc<Shared>,
+    options: TransportOptions,
+) {
+    loop {
+        let accepted = listener.accept();
+        if shared.stopping() {
+            return;
+        }
+        match accepted {
+            Ok((stream, peer)) => connections.add(stream, peer, &events, &options),
+            Err(error) => {
+                // Typically out of file descriptors: wait for some to be released.
+                tracing::warn!(%error, "accept failed");
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Reads one connection, cutting the stream into frames and forwarding whole frames.
+/// Anything that is not a group frame closes the connection.
+fn read_loop(mut stream: TcpStream, peer: SocketAddr, events: &SyncSender<Event>) {
+    let mut buffer = vec![0u8; READ_BUFFER];
+    let mut filled = 0;
+    loop {
+        let read = match stream.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                tracing::debug!(%peer, %error, "connection ended");
+                break;
+            }
+        };
+        filled += read;
+        let mut complete = 0;
+        let mut needed = None;
+        loop {
+            match wire::frame_len(&buffer[complete..filled]) {
+                Ok(Some(len)) if len <= filled - complete => complete += len,
+                Ok(Some(len)) => {
+                    needed = Some(len);
+                    break;
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::warn!(%peer, %error, "not a group frame: closing the connection");
+                    // Fails only if the connection is already gone.
+                    let _ = stream.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+        }
+        if complete > 0 {
+            let frames = buffer[..complete].to_vec();
+            if events.send(Event::Frames(frames)).is_err() {
+                return;
+            }
+            buffer.copy_within(complete..filled, 0);
+            filled -= complete;
+        }
+        match needed {
+            // A frame bigger than the buffer: grow to hold it (frame_len bounds it).
+            Some(len) if len > buffer.len() => buffer.resize(len, 0),
+            // After a big frame, go back to the usual size.
+            None if buffer.len() > READ_BUFFER && filled <= READ_BUFFER => {
+                buffer.truncate(READ_BUFFER);
+                buffer.shrink_to_fit();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Why frames could not be queued for a writer.
+pub(crate) enum SendError {
+    /// The peer's queue is at its bound: the frames were dropped.
+    Full,
+    /// The writer thread ended; the bytes come back.
+    Gone(Vec<u8>),
+}
+
+/// The event loop's side of one writer thread.
+pub(crate) struct Writer {
+    queue: Sender<(Vec<u8>, usize)>,
+    /// Frames queued and not yet written.
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+    /// The current connection, to shut it down from outside.
+    socket: Arc<Mutex<Option<TcpStream>>>,
+    thread: JoinHandle<()>,
+}
+
+impl Writer {
+    pub(crate) fn start(
+        address: String,
+        shared: Arc<Shared>,
+        options: &TransportOptions,
+    ) -> io::Result<Writer> {
+        let (queue, receiver) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let socket = Arc::new(Mutex::new(None));
+        let mut connection = Connection {
+            address: address.clone(),
+            queue: receiver,
+            queued: Arc::clone(&queued),
+            socket: Arc::clone(&socket),
+            shared,
+            options: options.clone(),
+            stream: None,
+            retry_at: None,
+            failing: false,
+        };
+        let thread = thread::Builder::new()
+            .name(format!("trireme-write-{address}"))
+            .spawn(move || connection.run())?;
+        Ok(Writer {
+            queue,
+            queued,
+            limit: options.writer_queue_frames,
+            socket,
+            thread,
+        })
+    }
+
+    /// Queues `frames` frames (the bytes of all of them, back to back).
+    pub(crate) fn send(&self, bytes: Vec<u8>, frames: usize) -> Result<(), SendError> {
+        if self.queued.load(Ordering::Relaxed) + frames > self.limit {
+            return Err(SendError::Full);
+        }
+        self.queued.fetch_add(frames, Ordering::Relaxed);
+        self.queue
+            .send((bytes, frames))
+            .map_err(|mpsc::SendError((bytes, frames))| {
+                self.queued.fetch_sub(frames, Ordering::Relaxed);
+                SendError::Gone(bytes)
+            })
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Shuts the current connection down, so that a blocked write returns.
+    pub(crate) fn close_connection(&self) {
+        if let Some(stream) = lock(&self.socket).take() {
+            // Fails only if the connection is already gone.
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Ends the writer (it finishes what is queued unless its connection was closed).
+    pub(crate) fn stop(self) {
+        let Writer { queue, thread, .. } = self;
+        drop(queue);
+        if thread.join().is_err() {
+            tracing::error!("a writer thread panicked");
+        }
+    }
+}
+
+/// The writer thread's side: one outbound connection.
+struct Connection {
+    address: String,
+    queue: Receiver<(Vec<u8>, usize)>,
+    queued: Arc<AtomicUsize>,
+    socket: Arc<Mutex<Option<TcpStream>>>,
+    shared: Arc<Shared>,
+    options: TransportOptions,
+    stream: Option<BufWriter<TcpStream>>,
+    /// No connection attempt before this instant.
+    retry_at: Option<Instant>,
+    /// True from a failure until the next successful connection (to log transitions only).
+    failing: bool,
+}
+
+impl Connection {
+    fn run(&mut self) {
+        // Ends when idle, or when the event loop drops its side; then the connection closes.
+        while let Ok((bytes, frames)) = self.queue.recv_timeout(self.options.writer_idle_timeout) {
+            if !self.write(&bytes, frames) {
+                continue;
+            }
+            // Write everything else already queued, then flush once.
+            let mut ok = true;
+            while let Ok((bytes, frames)) = self.queue.try_recv() {
+                if !self.write(&bytes, frames) {
+                    ok = false;
+                    break;
+                }
+            }
+            if ok {
+                if let Some(stream) = self.stream.as_mut() {
+                    if let Err(error) = stream.flush() {
+                        self.fail(&error);
+                    }
+                }
+            }
+        }
+        self.disconnect();
+    }
+
+    /// Writes one batch of frames; false if they were dropped (no connection, or an error).
+    fn write(&mut self, bytes: &[u8], frames: usize) -> bool {
+        self.queued.fetch_sub(frames, Ordering::Relaxed);
+        if !self.connect() {
+            return false;
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return false;
+        };
+        match stream.write_all(bytes) {
+            Ok(()) => true,
+            Err(error) => {
+                self.fail(&error);
+                false
+            }
+        }
+    }
+
+    fn connect(&mut self) -> bool {
+        if self.stream.is_some() {
+            return true;
+        }
+        if self.shared.stopping() || self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return false;
+        }
+        match self.open() {
+            Ok(stream) => {
+                if self.failing {
+                    tracing::info!(address = %self.address, "connected again");
+                }
+                self.failing = false;
+                self.retry_at = None;
+                self.stream = Some(BufWriter::with_capacity(self.options.write_buffer, stream));
+                true
+            }
+            Err(error) => {
+                self.fail(&error);
+                false
+            }
+        }
+    }
+
+    fn open(&self) -> io::Result<TcpStream> {
+        let mut last_error = io::Error::new(io::ErrorKind::InvalidInput, "no address");
+        for address in self.address.to_socket_addrs()? {
+            match TcpStream::connect_timeout(&address, self.options.connect_timeout) {
+                Ok(stream) => {
+                    stream.set_nodelay(true)?;
+                    *lock(&self.socket) = Some(stream.try_clone()?);
+                    if self.shared.stopping() {
+                        // Shutdown may have missed this connection: do not use it.
+                        return Err(io::Error::other("shutting down"));
+                    }
+                    return Ok(stream);
+                }
+                Err(error) => last_error = error,
+            }
+        }
+        Err(last_error)
+    }
+
+    /// Drops the connection and everything queued; connects again after the back-off.
+    fn fail(&mut self, error: &io::Error) {
+        if !self.failing && !self.shared.stopping() {
+            tracing::warn!(address = %self.address, %error, "peer unreachable: dropping its frames");
+        }
+        self.failing = true;
+        self.disconnect();
+        self.retry_at = Some(Instant::now() + self.options.reconnect_backoff);
+        while let Ok((_, frames)) = self.queue.try_recv() {
+            self.queued.fetch_sub(frames, Ordering::Relaxed);
+        }
+    }
+
+    fn disconnect(&mut self) {
+        if let Some(stream) = self.stream.take() {
+            // The buffered bytes are dropped with the connection.
+            let (stream, _) = stream.into_parts();
+            // Fails only if the connection is already gone.
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        lock(&self.socket).take();
+    }
+}
