@@ -32,7 +32,9 @@ pub struct Submission {
     pub origin: Uuid,
     /// Per-origin number, from 1, used to deliver each submission exactly once.
     pub submit_id: u64,
-    /// The encoded write-set.
+    /// The encoded write-set. Encoded as one byte string, not element by element: it is
+    /// copied through the codec four times on its way to every member.
+    #[serde(with = "serde_bytes")]
     pub payload: Vec<u8>,
 }
 

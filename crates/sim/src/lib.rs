@@ -234,8 +234,14 @@ impl Simulation {
         } else {
             NetworkFaults::none()
         };
-        let mut config = GroupConfig::default();
-        config.tick_interval_ns = TICK_US * 1_000;
+        let mut config = GroupConfig {
+            tick_interval_ns: TICK_US * 1_000,
+            resend_ticks: 20,
+            join_retry_ticks: 10,
+            snapshot_interval_entries: rng.gen_range(20..200),
+            log_retain_entries: rng.gen_range(10..400),
+            ..GroupConfig::default()
+        };
         config
             .apply_option("evs.suspect_timeout", "PT1S")
             .expect("valid");
@@ -245,10 +251,6 @@ impl Simulation {
         config
             .apply_option("gcs.fc_limit", &rng.gen_range(4..64).to_string())
             .expect("valid");
-        config.resend_ticks = 20;
-        config.join_retry_ticks = 10;
-        config.snapshot_interval_entries = rng.gen_range(20..200);
-        config.log_retain_entries = rng.gen_range(10..400);
         Simulation {
             options,
             rng,
