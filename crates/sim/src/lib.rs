@@ -952,7 +952,11 @@ impl Simulation {
             verdicts,
         };
         node.donation = None;
-        node.transition(NodeState::Joined);
+        // A donor that lost the primary component meanwhile is OPEN now: it still sends
+        // what it has, and rejoins through PRIMARY -> JOINED like any member.
+        if node.state == NodeState::Donor {
+            node.transition(NodeState::Joined);
+        }
         let size_delay = 1_000 + payload.db.rows.len() as u64 * 10;
         let delays = self.network.route(&mut self.rng, slot, donation.joiner);
         if let Some(delay) = delays.first() {
