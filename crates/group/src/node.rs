@@ -553,12 +553,8 @@ impl GroupNode {
         // leader brings it in. A member only listens to the current configuration.
         if self.member && !in_conf && !self.state.members.contains_key(&from) {
             if let Some(info) = self.departed.iter().find(|info| info.raft_id == from) {
-                let bytes = wire::encode(self.me.raft_id, &WireMessage::Removed(from));
-                self.outbox.push(Outgoing {
-                    to_raft_id: Some(from),
-                    address: info.address.clone(),
-                    bytes,
-                });
+                let address = info.address.clone();
+                self.send(Some(from), address, &WireMessage::Removed(from));
             }
             return Err(ReceiveError::NotInView { from });
         }
@@ -609,12 +605,11 @@ impl GroupNode {
                 .values()
                 .map(|m| m.info.clone())
                 .collect();
-            let bytes = wire::encode(self.me.raft_id, &WireMessage::Welcome(welcome));
-            self.outbox.push(Outgoing {
-                to_raft_id: Some(info.raft_id),
-                address: info.address.clone(),
-                bytes,
-            });
+            self.send(
+                Some(info.raft_id),
+                info.address.clone(),
+                &WireMessage::Welcome(welcome),
+            );
         }
         if already_member {
             return;
@@ -627,14 +622,8 @@ impl GroupNode {
             if !queued {
                 self.conf_queue.push_back(ConfOp::Add(info));
             }
-        } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
-            let bytes = wire::encode(self.me.raft_id, &WireMessage::Join(info));
-            let to = self.raw.raft.leader_id;
-            self.outbox.push(Outgoing {
-                to_raft_id: Some(to),
-                address,
-                bytes,
-            });
+        } else {
+            self.send_to_leader(&WireMessage::Join(info));
         }
     }
 
@@ -655,6 +644,25 @@ impl GroupNode {
             })
     }
 
+    /// Queues a message for the node at `address`.
+    fn send(&mut self, to_raft_id: Option<u64>, address: String, message: &WireMessage) {
+        let bytes = wire::encode(self.me.raft_id, message);
+        self.outbox.push(Outgoing {
+            to_raft_id,
+            address,
+            bytes,
+        });
+    }
+
+    /// Queues a message for the current leader; dropped if there is none (or its address is
+    /// unknown): every caller repeats what matters until it sees the effect.
+    fn send_to_leader(&mut self, message: &WireMessage) {
+        let leader = self.raw.raft.leader_id;
+        if let Some(address) = self.address_of(leader) {
+            self.send(Some(leader), address, message);
+        }
+    }
+
     fn send_raft(&mut self, messages: Vec<Message>) {
         for message in messages {
             let to = message.to;
@@ -665,14 +673,7 @@ impl GroupNode {
                 self.raw.report_snapshot(to, SnapshotStatus::Finish);
             }
             match self.address_of(to) {
-                Some(address) => {
-                    let bytes = wire::encode(self.me.raft_id, &WireMessage::Raft(message));
-                    self.outbox.push(Outgoing {
-                        to_raft_id: Some(to),
-                        address,
-                        bytes,
-                    });
-                }
+                Some(address) => self.send(Some(to), address, &WireMessage::Raft(message)),
                 None => tracing::debug!(to, "no address for Raft peer; message dropped"),
             }
         }
@@ -1122,14 +1123,8 @@ impl GroupNode {
                 .max_by_key(|id| progress.get(*id).map_or(0, |p| p.matched))
                 .expect("others is not empty");
             self.raw.transfer_leader(best);
-        } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
-            let bytes = wire::encode(self.me.raft_id, &WireMessage::Leave);
-            let to = self.raw.raft.leader_id;
-            self.outbox.push(Outgoing {
-                to_raft_id: Some(to),
-                address,
-                bytes,
-            });
+        } else {
+            self.send_to_leader(&WireMessage::Leave);
         }
     }
 
@@ -1185,14 +1180,8 @@ impl GroupNode {
         for control in wanted {
             if self.is_leader() {
                 self.propose_entry(&LogEntry::Control(control));
-            } else if let Some(address) = self.address_of(self.raw.raft.leader_id) {
-                let bytes = wire::encode(me, &WireMessage::Control(control));
-                let to = self.raw.raft.leader_id;
-                self.outbox.push(Outgoing {
-                    to_raft_id: Some(to),
-                    address,
-                    bytes,
-                });
+            } else {
+                self.send_to_leader(&WireMessage::Control(control));
             }
         }
     }
@@ -1228,13 +1217,8 @@ impl GroupNode {
         }
         if leader == self.me.raft_id {
             self.batch.extend(to_send);
-        } else if let Some(address) = self.address_of(leader) {
-            let bytes = wire::encode(self.me.raft_id, &WireMessage::Forward(to_send));
-            self.outbox.push(Outgoing {
-                to_raft_id: Some(leader),
-                address,
-                bytes,
-            });
+        } else {
+            self.send_to_leader(&WireMessage::Forward(to_send));
         }
     }
 

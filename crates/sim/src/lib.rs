@@ -528,6 +528,8 @@ impl Simulation {
                 // Refusals (a departed sender, a duplicate) are expected under faults; the
                 // group logs them and carries on, as it must.
                 let result = node.group().receive(Nanos(self.now_us * 1_000), &bytes);
+                // SIM_TRACE=1 prints every delivered message and what the receiver made of
+                // it: the first thing to read when a seed fails.
                 if std::env::var_os("SIM_TRACE").is_some() {
                     let what = match group::wire::decode(&bytes) {
                         Ok((_, group::wire::WireMessage::Raft(m))) => {
@@ -732,13 +734,6 @@ impl Simulation {
                     continue;
                 };
                 let delays = self.network.route(&mut self.rng, slot, to);
-                if std::env::var_os("SIM_TRACE").is_some() {
-                    if let Ok((_, group::wire::WireMessage::Welcome(_))) =
-                        group::wire::decode(&message.bytes)
-                    {
-                        eprintln!("{} welcome {slot}->{to} delays {delays:?}", self.now_us);
-                    }
-                }
                 for delay in delays {
                     self.schedule(
                         delay,
