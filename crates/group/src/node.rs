@@ -844,8 +844,11 @@ impl GroupNode {
         let seqno = self.state.next_seqno();
         self.state.view_id += 1;
         self.update_pause_clock();
-        if added_me {
+        if added_me && !self.member {
+            // Our own join view: delivery starts here, everything before it comes by state
+            // transfer. (Usually a joiner first gets a snapshot that already lists it.)
             self.member = true;
+            self.last_delivered = seqno.prev();
         }
         if self.member && !removed_me {
             let view = self.view(self.primary || self.is_leader(), true, seqno);
