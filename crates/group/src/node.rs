@@ -1065,10 +1065,7 @@ impl GroupNode {
         if self.member || self.closed {
             return;
         }
-        let due = self
-            .last_join_tick
-            .is_none_or(|t| self.tick >= t + self.config.join_retry_ticks);
-        if !due {
+        if !is_due(self.last_join_tick, self.tick, self.config.join_retry_ticks) {
             return;
         }
         self.last_join_tick = Some(self.tick);
@@ -1107,10 +1104,11 @@ impl GroupNode {
             self.close();
             return;
         }
-        let due = leaving
-            .last_request_tick
-            .is_none_or(|t| self.tick >= t + self.config.resend_ticks);
-        if !due {
+        if !is_due(
+            leaving.last_request_tick,
+            self.tick,
+            self.config.resend_ticks,
+        ) {
             return;
         }
         if let Some(leaving) = self.leaving.as_mut() {
@@ -1173,10 +1171,7 @@ impl GroupNode {
         if wanted.is_empty() {
             return;
         }
-        let due = self
-            .last_control_tick
-            .is_none_or(|t| self.tick >= t + self.config.resend_ticks);
-        if !due {
+        if !is_due(self.last_control_tick, self.tick, self.config.resend_ticks) {
             return;
         }
         self.last_control_tick = Some(self.tick);
@@ -1355,6 +1350,11 @@ impl GroupNode {
         let keep_from = applied.saturating_sub(self.config.log_retain_entries);
         self.raw.mut_store().compact_to(keep_from);
     }
+}
+
+/// True when an action last done at `last` (never, if `None`) may be repeated at `tick`.
+fn is_due(last: Option<u64>, tick: u64, every_ticks: u64) -> bool {
+    last.is_none_or(|t| tick >= t + every_ticks)
 }
 
 fn new_identity(rng: &mut SeededRng, name: &str, address: &str) -> MemberInfo {

@@ -163,28 +163,30 @@ pub struct Checker {
 
 impl Checker {
     fn delivered(&mut self, slot: usize, seqno: Seqno, digest: String) -> Result<(), String> {
-        match self.delivered.get(&seqno) {
-            Some(first) if *first != digest => Err(format!(
-                "node {slot} delivered {digest} at {seqno:?}, another node delivered {first}"
-            )),
-            Some(_) => Ok(()),
-            None => {
-                self.delivered.insert(seqno, digest);
-                Ok(())
-            }
-        }
+        agree(&mut self.delivered, slot, seqno, digest, "delivered")
     }
 
     fn certified(&mut self, slot: usize, seqno: Seqno, verdict: Verdict) -> Result<(), String> {
-        match self.verdicts.get(&seqno) {
-            Some(first) if *first != verdict => Err(format!(
-                "node {slot} certified {seqno:?} as {verdict:?}, another node as {first:?}"
-            )),
-            Some(_) => Ok(()),
-            None => {
-                self.verdicts.insert(seqno, verdict);
-                Ok(())
-            }
+        agree(&mut self.verdicts, slot, seqno, verdict, "certified")
+    }
+}
+
+/// Records what the first node saw at `seqno`; any later node must see the same.
+fn agree<T: PartialEq + std::fmt::Debug>(
+    seen: &mut BTreeMap<Seqno, T>,
+    slot: usize,
+    seqno: Seqno,
+    what: T,
+    verb: &str,
+) -> Result<(), String> {
+    match seen.get(&seqno) {
+        Some(first) if *first != what => Err(format!(
+            "node {slot} {verb} {what:?} at {seqno:?}, another node {verb} {first:?}"
+        )),
+        Some(_) => Ok(()),
+        None => {
+            seen.insert(seqno, what);
+            Ok(())
         }
     }
 }
