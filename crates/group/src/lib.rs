@@ -29,4 +29,4 @@ pub use config::{ConfigError, GroupConfig};
 pub use node::{
     Delivery, FlowCounters, GroupNode, GroupStatus, Outgoing, ReceiveError, View, ViewMember,
 };
-pub use state::{Control, GroupState, MemberInfo, Submission};
+pub use state::{Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};

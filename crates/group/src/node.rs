@@ -13,7 +13,7 @@ use rand::Rng;
 
 use crate::config::GroupConfig;
 use crate::log::OrderLog;
-use crate::state::{Control, GroupState, LogEntry, MemberInfo, Submission};
+use crate::state::{Control, GroupState, LogEntry, MemberInfo, NoDonor, StateRequest, Submission};
 use crate::wire::{self, WireError, WireMessage};
 
 /// Bytes for the driver to send.
@@ -93,6 +93,18 @@ pub enum Delivery {
     Abandoned {
         /// Their submission numbers.
         submit_ids: Vec<u64>,
+    },
+    /// A member asked for state transfer; every member gets it at the same point of the
+    /// order, so all agree on the donor (see [`GroupState::select_donor`]).
+    StateRequest {
+        /// The joiner's UUID.
+        joiner: Uuid,
+        /// The request, with the donor chosen for it (or why none could be).
+        request: StateRequest,
+        /// The chosen donor's Raft id.
+        donor: Result<u64, NoDonor>,
+        /// True if this node is the chosen donor.
+        donor_is_me: bool,
     },
     /// The node left the group (graceful leave finished).
     Closed,
@@ -419,6 +431,7 @@ impl GroupNode {
                     | Control::FlowResume(id)
                     | Control::State(id, _)
                     | Control::Committed(id, _) => id == from,
+                    Control::StateRequest(ref request) => request.joiner == from,
                 };
                 if concerns_sender && self.is_leader() {
                     self.propose_entry(&LogEntry::Control(control));
@@ -465,6 +478,18 @@ impl GroupNode {
     /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
     pub fn set_local_state(&mut self, state: NodeState) {
         self.local_state = state;
+    }
+
+    /// Asks the group for state transfer (ordered; the chosen donor is told). Call again
+    /// to retry, for example when no donor was available.
+    pub fn request_state(&mut self, mut request: StateRequest) {
+        request.joiner = self.me.raft_id;
+        let message = WireMessage::Control(Control::StateRequest(request.clone()));
+        if self.is_leader() {
+            self.propose_entry(&LogEntry::Control(Control::StateRequest(request)));
+        } else {
+            self.send_to_leader(&message);
+        }
     }
 
     /// Starts a graceful leave: the group shrinks its quorum by this member.
@@ -788,6 +813,22 @@ impl GroupNode {
                             payload: submission.payload,
                         });
                     }
+                }
+            }
+            LogEntry::Control(Control::StateRequest(request)) => {
+                let Some(joiner) = self.state.members.get(&request.joiner) else {
+                    return;
+                };
+                let joiner = joiner.info.uuid;
+                let donor = self.state.select_donor(&request);
+                if self.member {
+                    let donor_is_me = donor == Ok(self.me.raft_id);
+                    self.deliveries.push_back(Delivery::StateRequest {
+                        joiner,
+                        request,
+                        donor,
+                        donor_is_me,
+                    });
                 }
             }
             LogEntry::Control(control) => {

@@ -49,6 +49,82 @@ pub enum Control {
     State(u64, NodeState),
     /// The member has committed everything up to this seqno (its part of the commit cut).
     Committed(u64, Seqno),
+    /// The member asks for state transfer. Ordered, so every member picks the same donor.
+    StateRequest(StateRequest),
+}
+
+/// A joiner's request for state, as the group orders it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateRequest {
+    /// The joiner's Raft id.
+    pub joiner: u64,
+    /// `wsrep_sst_donor`: preferred donor names, comma separated; a trailing comma means
+    /// "or any other member".
+    pub donor_names: String,
+    /// The server's opaque SST request (method and address), passed to the donor as is.
+    #[serde(with = "serde_bytes")]
+    pub sst_request: Vec<u8>,
+    /// The joiner's last committed position (for IST), `UNDEFINED` if it has none.
+    pub ist_from: Seqno,
+    /// Where the joiner receives IST (`ist.recv_addr`).
+    pub ist_address: String,
+}
+
+/// Why no donor could be chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoDonor {
+    /// Listed members exist but none is SYNCED yet: try again later.
+    NotYet,
+    /// Nobody can serve: no listed name is a member and the list has no trailing comma, or
+    /// no other member is SYNCED at all.
+    Unreachable,
+}
+
+impl GroupState {
+    /// Picks the donor for `request` the way Galera does: the first listed name that is
+    /// SYNCED; with a trailing comma, or an empty list, any other SYNCED member.
+    pub fn select_donor(&self, request: &StateRequest) -> Result<u64, NoDonor> {
+        let synced = |id: &u64| {
+            *id != request.joiner
+                && self
+                    .members
+                    .get(id)
+                    .is_some_and(|m| m.state == NodeState::Synced)
+        };
+        let names: Vec<&str> = request
+            .donor_names
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect();
+        let any_other = names.is_empty() || request.donor_names.trim_end().ends_with(',');
+        let mut listed_exists = false;
+        for name in &names {
+            let found = self
+                .members
+                .iter()
+                .find(|(id, m)| **id != request.joiner && m.info.name == *name);
+            if let Some((id, _)) = found {
+                listed_exists = true;
+                if synced(id) {
+                    return Ok(*id);
+                }
+            }
+        }
+        if any_other {
+            return self
+                .members
+                .keys()
+                .copied()
+                .find(synced)
+                .ok_or(NoDonor::NotYet);
+        }
+        if listed_exists {
+            Err(NoDonor::NotYet)
+        } else {
+            Err(NoDonor::Unreachable)
+        }
+    }
 }
 
 /// The payload of a normal Raft entry.
@@ -225,6 +301,7 @@ impl GroupState {
                     }
                 }
             }
+            Control::StateRequest(_) => {}
             Control::Committed(raft_id, seqno) => {
                 if self.members.contains_key(&raft_id) && seqno <= self.last_seqno {
                     let entry = self.committed.entry(raft_id).or_insert(seqno);
@@ -354,6 +431,44 @@ mod tests {
         );
         state.remove_member(2);
         assert_eq!(state.safe_seqno, Seqno(90));
+    }
+
+    #[test]
+    fn donor_selection_follows_the_list_and_the_trailing_comma() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
+        for id in 2..=4 {
+            state.add_member(info(id));
+        }
+        state.apply_control(&Control::State(3, NodeState::Synced));
+        let request = |names: &str| StateRequest {
+            joiner: 4,
+            donor_names: names.into(),
+            sst_request: vec![],
+            ist_from: Seqno::UNDEFINED,
+            ist_address: String::new(),
+        };
+        assert_eq!(state.select_donor(&request("n3")), Ok(3));
+        assert_eq!(
+            state.select_donor(&request("n2,n3")),
+            Ok(3),
+            "n2 is not synced yet"
+        );
+        assert_eq!(state.select_donor(&request("n2")), Err(NoDonor::NotYet));
+        assert_eq!(
+            state.select_donor(&request("n2,")),
+            Ok(1),
+            "trailing comma: anyone"
+        );
+        assert_eq!(state.select_donor(&request("")), Ok(1));
+        assert_eq!(
+            state.select_donor(&request("nobody")),
+            Err(NoDonor::Unreachable)
+        );
+        assert_eq!(
+            state.select_donor(&request("n4")),
+            Err(NoDonor::Unreachable),
+            "not itself"
+        );
     }
 
     #[test]

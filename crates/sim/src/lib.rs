@@ -827,7 +827,9 @@ impl Simulation {
                     self.nodes[slot].clients.remove(&id);
                 }
             }
-            Delivery::Closed => {}
+            // The simulator moves state with its own transfer events (a full copy of the
+            // toy database and the certification index), not through ordered requests.
+            Delivery::Closed | Delivery::StateRequest { .. } => {}
         }
         Ok(())
     }

@@ -27,6 +27,8 @@ pub(crate) enum Event {
     Committed(Seqno),
     /// A node state change to announce.
     LocalState(NodeState),
+    /// A request for state transfer to order.
+    StateRequest(group::StateRequest),
     /// Stop the loop.
     Shutdown,
 }
@@ -208,6 +210,7 @@ impl EventLoop {
             Event::ApplyQueue(queued) => self.node.report_apply_queue(queued),
             Event::Committed(seqno) => self.node.report_committed(seqno),
             Event::LocalState(state) => self.node.set_local_state(state),
+            Event::StateRequest(request) => self.node.request_state(request),
             Event::Shutdown => return true,
         }
         false

@@ -176,6 +176,11 @@ impl RunnerHandle {
         self.send(Event::LocalState(state))
     }
 
+    /// Asks the group for state transfer; the donor is chosen in the total order.
+    pub fn request_state(&self, request: group::StateRequest) -> Result<(), Stopped> {
+        self.send(Event::StateRequest(request))
+    }
+
     /// The member's status as of the event loop's last poll (at most one tick old).
     pub fn status(&self) -> GroupStatus {
         self.shared.status().clone()
@@ -339,6 +344,11 @@ impl GroupRunner {
     /// Announces a node state change; see [`RunnerHandle::set_local_state`].
     pub fn set_local_state(&self, state: NodeState) -> Result<(), Stopped> {
         self.handle.set_local_state(state)
+    }
+
+    /// Asks for state transfer; see [`RunnerHandle::request_state`].
+    pub fn request_state(&self, request: group::StateRequest) -> Result<(), Stopped> {
+        self.handle.request_state(request)
     }
 
     /// The member's status; see [`RunnerHandle::status`].

@@ -1,0 +1,1167 @@
+//! The replicator: one database node's replication, behind a safe API shaped like wsrep.
+//!
+//! It composes the group layer (run over TCP by `transport`), certification (`cert`) and the
+//! apply and commit monitors (`order`), and talks to the database server only through the
+//! [`Application`] trait. The C ABI crate (`provider`) is a thin translation of wsrep calls
+//! onto [`Replicator`] and of [`Application`] calls onto MariaDB's callbacks, so everything
+//! here is testable without MariaDB.
+//!
+//! Threads: one dispatcher thread takes the group's deliveries in order, certifies every
+//! write-set (the local monitor: certification runs in seqno order, on one thread), hands
+//! local verdicts to the client threads waiting in [`Replicator::certify`] and queues
+//! everything else for the server's applier threads, which sit in [`Replicator::recv`].
+//!
+//! What is not here yet: joining an existing cluster (state transfer), IST, streaming
+//! replication. A node can found a cluster and run transactions on it; a joiner is refused
+//! with a clear error.
+
+// This crate runs the node: it starts the dispatcher thread and waits with real timeouts.
+#![allow(clippy::disallowed_methods)]
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use base::{Gtid, KeyType, NodeState, Seqno, Uuid};
+use cert::{CertConfig, Certifier, Verdict};
+use group::{Delivery, GroupConfig, View};
+use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
+use transport::{GroupRunner, Role, RunnerHandle};
+use writeset::{flags, Key, WriteSet};
+
+/// The application protocol version MariaDB 10.11 needs in views.
+pub const PROTOCOL_VERSION: i32 = 4;
+
+/// An applier thread's context, passed back to the application untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvContext(pub usize);
+
+/// A member as the application sees it in a view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberOut {
+    /// The member's UUID.
+    pub uuid: Uuid,
+    /// `wsrep_node_name`.
+    pub name: String,
+    /// Where clients reach it (`wsrep_node_incoming_address`).
+    pub incoming: String,
+}
+
+/// A view as the application sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewInfo {
+    /// Cluster state UUID and the seqno of this view (last delivered for a non-primary one).
+    pub state_id: Gtid,
+    /// Configuration number (-1 when not primary).
+    pub view_id: i64,
+    /// True for a primary component.
+    pub primary: bool,
+    /// The members.
+    pub members: Vec<MemberOut>,
+    /// This node's index in `members`, -1 if absent (the final view).
+    pub my_index: i32,
+    /// The application protocol (always [`PROTOCOL_VERSION`]).
+    pub proto_ver: i32,
+}
+
+/// The identity and ordering of an ordered write-set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// Cluster UUID and seqno (seqno `UNDEFINED` when it was never ordered).
+    pub gtid: Gtid,
+    /// The originating node.
+    pub source: Uuid,
+    /// The originator's transaction id.
+    pub trx_id: u64,
+    /// The originator's connection id.
+    pub conn_id: u64,
+    /// What it must wait for.
+    pub depends_on: Seqno,
+}
+
+/// A write-set handed to the application to apply.
+#[derive(Debug)]
+pub struct ApplyAction<'a> {
+    /// Identity and ordering.
+    pub meta: Meta,
+    /// wsrep flags, plus ROLLBACK for a write-set that failed certification.
+    pub flags: u32,
+    /// The row data.
+    pub data: &'a [u8],
+}
+
+/// What the replicator needs from the database server. Every call may block.
+pub trait Application: Send + Sync {
+    /// The node joined a primary component (first view).
+    fn connected(&self, view: &ViewInfo) -> bool;
+    /// A view change, on an applier thread.
+    fn view(&self, recv: RecvContext, view: &ViewInfo) -> bool;
+    /// Applies one write-set; the application calls `commit_order_enter/leave` inside.
+    fn apply(&self, recv: RecvContext, action: &ApplyAction<'_>, exit_loop: &mut bool) -> bool;
+    /// The node caught up with the cluster.
+    fn synced(&self);
+    /// A log line for the server's error log.
+    fn log(&self, level: LogLevel, message: &str);
+}
+
+/// Severity of a log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    /// The node cannot go on.
+    Error,
+    /// Something the operator should look at.
+    Warning,
+    /// Normal operation.
+    Info,
+}
+
+/// Settings the replicator starts with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `wsrep_node_name`.
+    pub node_name: String,
+    /// Where clients reach this node, for the members list.
+    pub incoming_address: String,
+    /// Where the group layer listens (`gmcast.listen_addr`).
+    pub listen: SocketAddr,
+    /// Group-layer settings (timeouts, flow control).
+    pub group: GroupConfig,
+    /// Seed of the group member's random choices.
+    pub seed: u64,
+    /// How long `sync_wait` waits when the caller gives no timeout.
+    pub causal_read_timeout: Duration,
+}
+
+/// Why a call could not be served.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReplicatorError {
+    /// `connect` was called on a connected replicator.
+    #[error("already connected: disconnect first")]
+    AlreadyConnected,
+    /// The node is not part of a primary component (or not connected at all).
+    #[error("not connected to a primary component")]
+    NotConnected,
+    /// A `gcomm://` address that does not parse.
+    #[error("bad cluster address {0:?}: expected gcomm://host:port[,host:port...]")]
+    BadClusterAddress(String),
+    /// The group transport could not start.
+    #[error("cannot start the group transport on {address}: {reason}")]
+    Transport {
+        /// The listen address.
+        address: SocketAddr,
+        /// The OS error.
+        reason: String,
+    },
+    /// Waiting timed out.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The transaction is unknown.
+    #[error("unknown transaction {0}")]
+    UnknownTransaction(u64),
+}
+
+/// How `certify` (or `to_execute_start`) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CertifyOutcome {
+    /// Ordered and certified: go on to commit.
+    Committable(Meta),
+    /// Ordered, failed certification: roll back; the seqno must still pass commit order.
+    Failed(Meta),
+    /// Never ordered (aborted before, or nothing to replicate).
+    NotOrdered,
+    /// Ordered and certified, but brute-force aborted meanwhile: replay.
+    BfAborted(Meta),
+}
+
+/// How `abort_certification` ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbortOutcome {
+    /// The victim will abort (or was unknown).
+    Aborted,
+    /// The victim is ordered before the aborter and goes on; the aborter must wait for it.
+    NotAllowed(Seqno),
+}
+
+struct LocalTrx {
+    conn_id: u64,
+    keys: Vec<Key>,
+    data: Vec<u8>,
+    flags: u32,
+    /// Seqno and verdict, once ordered.
+    outcome: Option<(Seqno, Verdict)>,
+    /// Set by a brute-force abort from this seqno.
+    aborted_by: Option<Seqno>,
+    /// True once handed to the group: its ordered write-set belongs to this record.
+    submitted: bool,
+}
+
+enum RecvEvent {
+    Connected(ViewInfo),
+    View {
+        view: ViewInfo,
+        ordered: bool,
+    },
+    Apply {
+        seqno: Seqno,
+        depends_on: Seqno,
+        write_set: WriteSet,
+        failed: bool,
+    },
+    Synced,
+}
+
+impl RecvEvent {
+    /// Serial events run alone: nothing else is applying while they run.
+    fn is_serial(&self) -> bool {
+        !matches!(self, RecvEvent::Apply { .. })
+    }
+}
+
+struct Monitors {
+    apply: BlockingMonitor,
+    commit: BlockingMonitor,
+}
+
+#[derive(Default)]
+struct Counters {
+    replicated: u64,
+    replicated_bytes: u64,
+    received: u64,
+    received_bytes: u64,
+    cert_failures: u64,
+    bf_aborts: u64,
+    replays: u64,
+    commits: u64,
+}
+
+struct Inner {
+    connected: bool,
+    closing: bool,
+    runner: Option<RunnerHandle>,
+    state: NodeState,
+    cluster: Uuid,
+    own: Uuid,
+    members: Vec<MemberOut>,
+    view_id: i64,
+    primary: bool,
+    last_ordered: Seqno,
+    trxs: HashMap<u64, LocalTrx>,
+    toi_by_conn: HashMap<u64, Seqno>,
+    queue: VecDeque<RecvEvent>,
+    serial_running: bool,
+    applying_now: usize,
+    paused: bool,
+    desync_count: u64,
+    entered_apply: HashSet<Seqno>,
+    counters: Counters,
+}
+
+struct Shared {
+    app: Arc<dyn Application>,
+    settings: Settings,
+    inner: Mutex<Inner>,
+    changed: Condvar,
+    monitors: Mutex<Option<Arc<Monitors>>>,
+}
+
+/// One node's replication.
+pub struct Replicator {
+    shared: Arc<Shared>,
+    runner: Mutex<Option<GroupRunner>>,
+    dispatcher: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Parses `gcomm://host:port,host:port` into peer addresses (empty for `gcomm://`).
+pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, ReplicatorError> {
+    let bad = || ReplicatorError::BadClusterAddress(url.to_owned());
+    let rest = url.trim().strip_prefix("gcomm://").ok_or_else(bad)?;
+    let rest = rest.split('?').next().unwrap_or_default();
+    let mut peers = Vec::new();
+    for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (host, port) = match part.rsplit_once(':') {
+            Some((host, port)) => (host, port.parse::<u16>().map_err(|_| bad())?),
+            None => (part, 4567),
+        };
+        if host.is_empty() {
+            return Err(bad());
+        }
+        peers.push(format!("{host}:{port}"));
+    }
+    Ok(peers)
+}
+
+impl Replicator {
+    /// A replicator that is not connected yet.
+    pub fn new(app: Arc<dyn Application>, settings: Settings) -> Replicator {
+        let inner = Inner {
+            connected: false,
+            closing: false,
+            runner: None,
+            state: NodeState::Closed,
+            cluster: Uuid::NIL,
+            own: Uuid::NIL,
+            members: Vec::new(),
+            view_id: -1,
+            primary: false,
+            last_ordered: Seqno::UNDEFINED,
+            trxs: HashMap::new(),
+            toi_by_conn: HashMap::new(),
+            queue: VecDeque::new(),
+            serial_running: false,
+            applying_now: 0,
+            paused: false,
+            desync_count: 0,
+            entered_apply: HashSet::new(),
+            counters: Counters::default(),
+        };
+        Replicator {
+            shared: Arc::new(Shared {
+                app,
+                settings,
+                inner: Mutex::new(inner),
+                changed: Condvar::new(),
+                monitors: Mutex::new(None),
+            }),
+            runner: Mutex::new(None),
+            dispatcher: Mutex::new(None),
+        }
+    }
+
+    /// Joins (or, with `bootstrap`, founds) the cluster at `cluster_url`.
+    pub fn connect(&self, cluster_url: &str, bootstrap: bool) -> Result<(), ReplicatorError> {
+        let peers = parse_cluster_address(cluster_url)?;
+        let bootstrap = bootstrap || peers.is_empty();
+        {
+            let mut inner = lock(&self.shared.inner);
+            if inner.connected {
+                return Err(ReplicatorError::AlreadyConnected);
+            }
+            inner.connected = true;
+            inner.closing = false;
+            inner.state = NodeState::Open;
+        }
+        let settings = &self.shared.settings;
+        let role = if bootstrap {
+            Role::Bootstrap
+        } else {
+            Role::Join { seeds: peers }
+        };
+        let started = GroupRunner::start(
+            settings.group.clone(),
+            role,
+            &settings.node_name,
+            settings.listen,
+            settings.seed,
+        );
+        let mut runner = match started {
+            Ok(runner) => runner,
+            Err(error) => {
+                lock(&self.shared.inner).connected = false;
+                return Err(ReplicatorError::Transport {
+                    address: settings.listen,
+                    reason: error.to_string(),
+                });
+            }
+        };
+        let deliveries = runner
+            .take_deliveries()
+            .expect("a new runner has its deliveries");
+        {
+            let mut inner = lock(&self.shared.inner);
+            inner.runner = Some(runner.handle());
+            inner.own = runner.status().uuid;
+        }
+        *lock(&self.runner) = Some(runner);
+        let shared = Arc::clone(&self.shared);
+        let dispatcher = std::thread::Builder::new()
+            .name("trireme-dispatch".into())
+            .spawn(move || dispatch(&shared, &deliveries, bootstrap))
+            .expect("spawning the dispatcher thread");
+        *lock(&self.dispatcher) = Some(dispatcher);
+        Ok(())
+    }
+
+    /// Leaves the cluster: every `recv` returns after the final view.
+    pub fn disconnect(&self) {
+        if let Some(runner) = lock(&self.runner).as_ref() {
+            let _ = runner.leave();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && runner.status().primary {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Some(mut runner) = lock(&self.runner).take() {
+            runner.shutdown();
+        }
+        if let Some(dispatcher) = lock(&self.dispatcher).take() {
+            let _ = dispatcher.join();
+        }
+        let mut inner = lock(&self.shared.inner);
+        if inner.connected {
+            let final_view = ViewInfo {
+                state_id: Gtid {
+                    cluster: inner.cluster,
+                    seqno: inner.last_ordered,
+                },
+                view_id: -1,
+                primary: false,
+                members: Vec::new(),
+                my_index: -1,
+                proto_ver: PROTOCOL_VERSION,
+            };
+            inner.queue.push_back(RecvEvent::View {
+                view: final_view,
+                ordered: false,
+            });
+            inner.closing = true;
+            inner.connected = false;
+            inner.primary = false;
+            inner.state = NodeState::Closed;
+            inner.runner = None;
+        }
+        self.shared.changed.notify_all();
+    }
+
+    /// Stops everything and waits for the threads. Safe to call more than once.
+    pub fn shutdown(&self) {
+        self.disconnect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut inner = lock(&self.shared.inner);
+        while !inner.queue.is_empty() && Instant::now() < deadline {
+            let (guard, _) = self
+                .shared
+                .changed
+                .wait_timeout(inner, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner());
+            inner = guard;
+        }
+    }
+
+    /// An applier thread's loop: runs ordered actions until the node closes.
+    pub fn recv(&self, ctx: RecvContext) -> Result<(), ReplicatorError> {
+        let shared = &self.shared;
+        loop {
+            let event = {
+                let mut inner = lock(&shared.inner);
+                loop {
+                    if let Some(front) = inner.queue.front() {
+                        let free = if front.is_serial() {
+                            inner.applying_now == 0 && !inner.serial_running
+                        } else {
+                            !inner.serial_running && !inner.paused
+                        };
+                        if free {
+                            break;
+                        }
+                    } else if inner.closing || !inner.connected {
+                        return Err(ReplicatorError::NotConnected);
+                    }
+                    inner = shared
+                        .changed
+                        .wait(inner)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+                let event = inner.queue.pop_front().expect("front exists");
+                if event.is_serial() {
+                    inner.serial_running = true;
+                } else {
+                    inner.applying_now += 1;
+                }
+                event
+            };
+            let serial = event.is_serial();
+            let mut exit_loop = false;
+            let ok = self.run_event(ctx, event, &mut exit_loop);
+            {
+                let mut inner = lock(&shared.inner);
+                if serial {
+                    inner.serial_running = false;
+                } else {
+                    inner.applying_now -= 1;
+                }
+            }
+            shared.changed.notify_all();
+            self.report_progress();
+            if !ok {
+                shared.app.log(
+                    LogLevel::Error,
+                    "the server failed to apply an ordered action",
+                );
+                return Err(ReplicatorError::NotConnected);
+            }
+            if exit_loop {
+                return Ok(());
+            }
+        }
+    }
+
+    fn run_event(&self, ctx: RecvContext, event: RecvEvent, exit_loop: &mut bool) -> bool {
+        let app = &self.shared.app;
+        match event {
+            RecvEvent::Connected(view) => app.connected(&view),
+            RecvEvent::Synced => {
+                app.synced();
+                true
+            }
+            RecvEvent::View { view, ordered } => {
+                if !ordered {
+                    return app.view(ctx, &view);
+                }
+                let monitors = self.monitors();
+                let seqno = view.state_id.seqno;
+                let _ = monitors.apply.enter(seqno, seqno.prev());
+                let _ = monitors.commit.enter(seqno, seqno.prev());
+                let ok = app.view(ctx, &view);
+                monitors.commit.leave(seqno);
+                monitors.apply.leave(seqno);
+                ok
+            }
+            RecvEvent::Apply {
+                seqno,
+                depends_on,
+                write_set,
+                failed,
+            } => {
+                let monitors = self.monitors();
+                let _ = monitors.apply.enter(seqno, depends_on);
+                lock(&self.shared.inner).entered_apply.insert(seqno);
+                let cluster = lock(&self.shared.inner).cluster;
+                let action = ApplyAction {
+                    meta: Meta {
+                        gtid: Gtid { cluster, seqno },
+                        source: write_set.source,
+                        trx_id: write_set.trx_id,
+                        conn_id: write_set.conn_id,
+                        depends_on,
+                    },
+                    flags: if failed {
+                        write_set.flags | flags::ROLLBACK
+                    } else {
+                        write_set.flags
+                    },
+                    data: &write_set.data,
+                };
+                let ok = app.apply(ctx, &action, exit_loop);
+                // The application leaves commit order inside apply; make sure the apply
+                // monitor is left even if it did not.
+                if lock(&self.shared.inner).entered_apply.remove(&seqno) {
+                    monitors.apply.leave(seqno);
+                }
+                ok
+            }
+        }
+    }
+
+    fn monitors(&self) -> Arc<Monitors> {
+        lock(&self.shared.monitors)
+            .clone()
+            .expect("monitors exist once a view was delivered")
+    }
+
+    fn report_progress(&self) {
+        let committed = self.last_committed().seqno;
+        let inner = lock(&self.shared.inner);
+        if let Some(runner) = inner.runner.as_ref() {
+            let _ = runner.report_committed(committed);
+            let _ = runner.report_apply_queue(inner.queue.len() as u64);
+        }
+    }
+
+    /// Adds a key to a local transaction (created on first use).
+    pub fn append_key(&self, trx_id: u64, parts: Vec<Vec<u8>>, key_type: KeyType) {
+        let mut inner = lock(&self.shared.inner);
+        let trx = inner.trxs.entry(trx_id).or_insert_with(new_trx);
+        trx.keys.push(Key { parts, key_type });
+    }
+
+    /// Appends row data to a local transaction (pieces are joined in order).
+    pub fn append_data(&self, trx_id: u64, data: &[u8]) {
+        let mut inner = lock(&self.shared.inner);
+        let trx = inner.trxs.entry(trx_id).or_insert_with(new_trx);
+        trx.data.extend_from_slice(data);
+    }
+
+    /// Replicates and certifies a local transaction.
+    pub fn certify(&self, conn_id: u64, trx_id: u64, trx_flags: u32) -> CertifyOutcome {
+        self.replicate(conn_id, trx_id, trx_flags, false)
+    }
+
+    fn replicate(&self, conn_id: u64, trx_id: u64, trx_flags: u32, toi: bool) -> CertifyOutcome {
+        let shared = &self.shared;
+        let mut inner = lock(&shared.inner);
+        let ready = inner.primary && matches!(inner.state, NodeState::Synced | NodeState::Donor);
+        let own = inner.own;
+        let last_seen = self.last_committed_locked();
+        let Some(trx) = inner.trxs.get_mut(&trx_id) else {
+            return CertifyOutcome::NotOrdered;
+        };
+        if trx.aborted_by.is_some() || !ready {
+            return CertifyOutcome::NotOrdered;
+        }
+        trx.conn_id = conn_id;
+        trx.flags = trx_flags;
+        let write_set = WriteSet {
+            source: own,
+            conn_id,
+            trx_id,
+            last_seen,
+            flags: trx_flags,
+            // Kept on the record too: a BF-aborted transaction is replayed from it.
+            keys: trx.keys.clone(),
+            data: trx.data.clone(),
+        };
+        let bytes = write_set.to_bytes();
+        trx.submitted = true;
+        inner.counters.replicated += 1;
+        inner.counters.replicated_bytes += bytes.len() as u64;
+        let Some(runner) = inner.runner.clone() else {
+            return CertifyOutcome::NotOrdered;
+        };
+        // Never block on the transport while holding the state lock: the dispatcher needs
+        // it to hand out verdicts.
+        drop(inner);
+        if runner.submit(bytes).is_err() {
+            return CertifyOutcome::NotOrdered;
+        }
+        let mut inner = lock(&shared.inner);
+        // Wait for the dispatcher to order and certify it.
+        let outcome = loop {
+            let trx = inner
+                .trxs
+                .get(&trx_id)
+                .expect("a waiting trx stays registered");
+            if let Some(outcome) = trx.outcome {
+                break Some(outcome);
+            }
+            if inner.closing || !inner.connected {
+                break None;
+            }
+            inner = shared
+                .changed
+                .wait(inner)
+                .unwrap_or_else(|p| p.into_inner());
+        };
+        let cluster = inner.cluster;
+        let own = inner.own;
+        let aborted_by = inner.trxs.get(&trx_id).and_then(|t| t.aborted_by);
+        drop(inner);
+        let Some((seqno, verdict)) = outcome else {
+            return CertifyOutcome::NotOrdered;
+        };
+        let meta = |depends_on| Meta {
+            gtid: Gtid { cluster, seqno },
+            source: own,
+            trx_id,
+            conn_id,
+            depends_on,
+        };
+        let monitors = self.monitors();
+        match verdict {
+            Verdict::Fail(_) => {
+                monitors.apply.self_cancel(seqno);
+                lock(&shared.inner).counters.cert_failures += 1;
+                CertifyOutcome::Failed(meta(Seqno::UNDEFINED))
+            }
+            Verdict::Pass { depends_on } => {
+                if aborted_by.is_some_and(|bf| bf < seqno) {
+                    return CertifyOutcome::BfAborted(meta(depends_on));
+                }
+                let depends_on = if toi { seqno.prev() } else { depends_on };
+                if monitors.apply.enter(seqno, depends_on).is_err() {
+                    return CertifyOutcome::BfAborted(meta(depends_on));
+                }
+                lock(&shared.inner).entered_apply.insert(seqno);
+                if toi {
+                    let _ = monitors.commit.enter(seqno, seqno.prev());
+                    lock(&shared.inner).toi_by_conn.insert(conn_id, seqno);
+                }
+                CertifyOutcome::Committable(meta(depends_on))
+            }
+        }
+    }
+
+    /// Waits for the seqno's turn to commit. `Err` if the transaction was BF-aborted.
+    pub fn commit_order_enter(&self, seqno: Seqno) -> Result<(), ()> {
+        self.monitors()
+            .commit
+            .enter(seqno, seqno.prev())
+            .map_err(|_| ())
+    }
+
+    /// Lets the next seqno commit; the seqno counts as committed.
+    pub fn commit_order_leave(&self, seqno: Seqno) {
+        let monitors = self.monitors();
+        monitors.commit.leave(seqno);
+        let entered = lock(&self.shared.inner).entered_apply.remove(&seqno);
+        if entered {
+            monitors.apply.leave(seqno);
+        }
+        lock(&self.shared.inner).counters.commits += 1;
+        self.shared.changed.notify_all();
+    }
+
+    /// Forgets a finished local transaction.
+    pub fn release(&self, trx_id: u64) {
+        let mut inner = lock(&self.shared.inner);
+        inner.trxs.remove(&trx_id);
+    }
+
+    /// Re-applies a BF-aborted local transaction on the caller's thread.
+    pub fn replay(&self, trx_id: u64, ctx: RecvContext) -> Result<(), ReplicatorError> {
+        let (seqno, depends_on, write_set) = {
+            let inner = lock(&self.shared.inner);
+            let trx = inner
+                .trxs
+                .get(&trx_id)
+                .ok_or(ReplicatorError::UnknownTransaction(trx_id))?;
+            let Some((seqno, Verdict::Pass { depends_on })) = trx.outcome else {
+                return Err(ReplicatorError::UnknownTransaction(trx_id));
+            };
+            (seqno, depends_on, trx.flags)
+        };
+        let data = lock(&self.shared.inner)
+            .trxs
+            .get(&trx_id)
+            .map(|t| t.data.clone())
+            .unwrap_or_default();
+        let monitors = self.monitors();
+        let _ = monitors.apply.enter(seqno, depends_on);
+        lock(&self.shared.inner).entered_apply.insert(seqno);
+        let (cluster, own, conn_id) = {
+            let inner = lock(&self.shared.inner);
+            (
+                inner.cluster,
+                inner.own,
+                inner.trxs.get(&trx_id).map_or(0, |t| t.conn_id),
+            )
+        };
+        let action = ApplyAction {
+            meta: Meta {
+                gtid: Gtid { cluster, seqno },
+                source: own,
+                trx_id,
+                conn_id,
+                depends_on,
+            },
+            flags: write_set,
+            data: &data,
+        };
+        let mut exit_loop = false;
+        let ok = self.shared.app.apply(ctx, &action, &mut exit_loop);
+        if lock(&self.shared.inner).entered_apply.remove(&seqno) {
+            monitors.apply.leave(seqno);
+        }
+        lock(&self.shared.inner).counters.replays += 1;
+        if ok {
+            Ok(())
+        } else {
+            Err(ReplicatorError::NotConnected)
+        }
+    }
+
+    /// Brute-force aborts local transaction `victim` on behalf of the write-set at `bf_seqno`.
+    pub fn abort_certification(&self, bf_seqno: Seqno, victim: u64) -> AbortOutcome {
+        let mut inner = lock(&self.shared.inner);
+        let Some(trx) = inner.trxs.get_mut(&victim) else {
+            return AbortOutcome::Aborted;
+        };
+        if let Some((seqno, _)) = trx.outcome {
+            if seqno < bf_seqno {
+                return AbortOutcome::NotAllowed(seqno);
+            }
+            trx.aborted_by = Some(bf_seqno);
+            inner.counters.bf_aborts += 1;
+            drop(inner);
+            if let Some(monitors) = lock(&self.shared.monitors).clone() {
+                monitors.apply.interrupt(seqno);
+                monitors.commit.interrupt(seqno);
+            }
+            return AbortOutcome::Aborted;
+        }
+        trx.aborted_by = Some(bf_seqno);
+        inner.counters.bf_aborts += 1;
+        AbortOutcome::Aborted
+    }
+
+    /// Starts a total-order-isolation statement: returns once everything before it has
+    /// committed, holding commit order until [`Replicator::to_execute_end`].
+    pub fn to_execute_start(
+        &self,
+        conn_id: u64,
+        keys: Vec<Vec<Vec<u8>>>,
+        data: &[u8],
+        trx_flags: u32,
+    ) -> CertifyOutcome {
+        let trx_id = u64::MAX - conn_id;
+        {
+            let mut inner = lock(&self.shared.inner);
+            let trx = inner.trxs.entry(trx_id).or_insert_with(new_trx);
+            trx.keys = keys
+                .into_iter()
+                .map(|parts| Key {
+                    parts,
+                    key_type: KeyType::Exclusive,
+                })
+                .collect();
+            trx.data = data.to_vec();
+        }
+        let outcome = self.replicate(conn_id, trx_id, trx_flags | flags::ISOLATION, true);
+        if !matches!(outcome, CertifyOutcome::Committable(_)) {
+            self.release(trx_id);
+        }
+        outcome
+    }
+
+    /// Ends a total-order-isolation statement.
+    pub fn to_execute_end(&self, conn_id: u64) {
+        let seqno = lock(&self.shared.inner).toi_by_conn.remove(&conn_id);
+        if let Some(seqno) = seqno {
+            self.commit_order_leave(seqno);
+        }
+        self.release(u64::MAX - conn_id);
+    }
+
+    fn last_committed_locked(&self) -> Seqno {
+        lock(&self.shared.monitors)
+            .as_ref()
+            .map_or(Seqno::UNDEFINED, |m| m.apply.last_left())
+    }
+
+    /// The highest seqno applied and committed with everything before it.
+    pub fn last_committed(&self) -> Gtid {
+        let cluster = lock(&self.shared.inner).cluster;
+        Gtid {
+            cluster,
+            seqno: self.last_committed_locked(),
+        }
+    }
+
+    /// Waits until `upto` (or everything ordered so far) is committed here.
+    pub fn sync_wait(
+        &self,
+        upto: Option<Seqno>,
+        timeout: Option<Duration>,
+    ) -> Result<Gtid, ReplicatorError> {
+        let timeout = timeout.unwrap_or(self.shared.settings.causal_read_timeout);
+        let target = match upto {
+            Some(seqno) => seqno,
+            None => lock(&self.shared.inner).last_ordered,
+        };
+        let Some(monitors) = lock(&self.shared.monitors).clone() else {
+            return Err(ReplicatorError::NotConnected);
+        };
+        if monitors.apply.wait_left(target, timeout) {
+            Ok(self.last_committed())
+        } else {
+            Err(ReplicatorError::Timeout(timeout))
+        }
+    }
+
+    /// Stops sending flow control (`wsrep_desync=ON`, FLUSH TABLES WITH READ LOCK).
+    pub fn desync(&self) {
+        let mut inner = lock(&self.shared.inner);
+        inner.desync_count += 1;
+        if inner.state == NodeState::Synced {
+            inner.state = NodeState::Donor;
+            if let Some(runner) = inner.runner.as_ref() {
+                let _ = runner.set_local_state(NodeState::Donor);
+            }
+        }
+    }
+
+    /// Undoes one `desync`; back to SYNCED when the last one is undone.
+    pub fn resync(&self) {
+        let mut inner = lock(&self.shared.inner);
+        inner.desync_count = inner.desync_count.saturating_sub(1);
+        if inner.desync_count == 0 && inner.state == NodeState::Donor {
+            inner.state = NodeState::Synced;
+            if let Some(runner) = inner.runner.as_ref() {
+                let _ = runner.set_local_state(NodeState::Synced);
+            }
+        }
+    }
+
+    /// Stops applying; returns the seqno everything up to which is committed.
+    pub fn pause(&self) -> Seqno {
+        let mut inner = lock(&self.shared.inner);
+        inner.paused = true;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while inner.applying_now > 0 && Instant::now() < deadline {
+            let (guard, _) = self
+                .shared
+                .changed
+                .wait_timeout(inner, Duration::from_millis(20))
+                .unwrap_or_else(|p| p.into_inner());
+            inner = guard;
+        }
+        drop(inner);
+        self.last_committed().seqno
+    }
+
+    /// Resumes applying after `pause`.
+    pub fn resume(&self) {
+        lock(&self.shared.inner).paused = false;
+        self.shared.changed.notify_all();
+    }
+
+    /// Status variables as (name without the `wsrep_` prefix, value).
+    pub fn stats(&self) -> Vec<(&'static str, String)> {
+        let committed = self.last_committed();
+        let runner_status = lock(&self.runner).as_ref().map(|r| r.status());
+        let inner = lock(&self.shared.inner);
+        let c = &inner.counters;
+        let flow = runner_status
+            .as_ref()
+            .map(|s| s.flow.clone())
+            .unwrap_or_default();
+        let incoming: Vec<&str> = inner.members.iter().map(|m| m.incoming.as_str()).collect();
+        vec![
+            ("local_state_uuid", inner.cluster.to_string()),
+            ("protocol_version", "10".into()),
+            ("last_committed", committed.seqno.0.to_string()),
+            ("replicated", c.replicated.to_string()),
+            ("replicated_bytes", c.replicated_bytes.to_string()),
+            ("received", c.received.to_string()),
+            ("received_bytes", c.received_bytes.to_string()),
+            ("local_commits", c.commits.to_string()),
+            ("local_cert_failures", c.cert_failures.to_string()),
+            ("local_replays", c.replays.to_string()),
+            ("local_bf_aborts", c.bf_aborts.to_string()),
+            ("local_recv_queue", inner.queue.len().to_string()),
+            ("flow_control_paused_ns", flow.paused_ns.to_string()),
+            ("flow_control_sent", flow.sent.to_string()),
+            ("flow_control_recv", flow.recv.to_string()),
+            ("desync_count", inner.desync_count.to_string()),
+            ("local_state", inner.state.wsrep_member_status().to_string()),
+            ("local_state_comment", inner.state.comment().into()),
+            ("cluster_weight", inner.members.len().to_string()),
+            ("gcomm_uuid", inner.own.to_string()),
+            ("incoming_addresses", incoming.join(",")),
+            ("cluster_conf_id", inner.view_id.to_string()),
+            ("cluster_size", inner.members.len().to_string()),
+            ("cluster_state_uuid", inner.cluster.to_string()),
+            (
+                "cluster_status",
+                if inner.primary {
+                    "Primary"
+                } else {
+                    "non-Primary"
+                }
+                .into(),
+            ),
+            (
+                "ready",
+                if inner.state == NodeState::Synced {
+                    "ON"
+                } else {
+                    "OFF"
+                }
+                .into(),
+            ),
+        ]
+    }
+}
+
+fn new_trx() -> LocalTrx {
+    LocalTrx {
+        conn_id: 0,
+        keys: Vec::new(),
+        data: Vec::new(),
+        flags: 0,
+        outcome: None,
+        aborted_by: None,
+        submitted: false,
+    }
+}
+
+fn view_info(view: &View, incoming: &str, own_name: &str) -> ViewInfo {
+    let members = view
+        .members
+        .iter()
+        .map(|m| MemberOut {
+            uuid: m.uuid,
+            name: m.name.clone(),
+            incoming: if m.name == own_name {
+                incoming.to_owned()
+            } else {
+                m.address.clone()
+            },
+        })
+        .collect();
+    ViewInfo {
+        state_id: Gtid {
+            cluster: view.cluster,
+            seqno: view.seqno,
+        },
+        view_id: if view.primary {
+            view.view_id as i64
+        } else {
+            -1
+        },
+        primary: view.primary,
+        members,
+        my_index: view.own_index.map_or(-1, |i| i as i32),
+        proto_ver: PROTOCOL_VERSION,
+    }
+}
+
+/// The dispatcher: takes deliveries in order, certifies, routes.
+fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bool) {
+    let mut certifier: Option<Certifier> = None;
+    let settings = &shared.settings;
+    while let Ok(delivery) = deliveries.recv() {
+        match delivery {
+            Delivery::View(view) => {
+                let info = view_info(&view, &settings.incoming_address, &settings.node_name);
+                let mut inner = lock(&shared.inner);
+                inner.cluster = view.cluster;
+                inner.members = info.members.clone();
+                inner.view_id = info.view_id;
+                let was_primary = inner.primary;
+                inner.primary = view.primary && view.own_index.is_some();
+                if view.ordered {
+                    inner.last_ordered = view.seqno;
+                }
+                match certifier.as_mut() {
+                    None if inner.primary => {
+                        if !bootstrap {
+                            drop(inner);
+                            shared.app.log(
+                                LogLevel::Error,
+                                "joining an existing cluster needs a state transfer, which this \
+                                 Trireme build cannot do yet; start this node with \
+                                 --wsrep-new-cluster or wait for a later build",
+                            );
+                            continue;
+                        }
+                        certifier = Some(Certifier::starting_at(CertConfig::default(), view.seqno));
+                        *lock(&shared.monitors) = Some(Arc::new(Monitors {
+                            apply: BlockingMonitor::new(
+                                "apply",
+                                Policy::Apply,
+                                view.seqno.prev(),
+                                DEFAULT_WINDOW,
+                            ),
+                            commit: BlockingMonitor::new(
+                                "commit",
+                                Policy::Commit,
+                                view.seqno.prev(),
+                                DEFAULT_WINDOW,
+                            ),
+                        }));
+                        inner.state = NodeState::Synced;
+                        inner.queue.push_back(RecvEvent::Connected(info.clone()));
+                        inner.queue.push_back(RecvEvent::View {
+                            view: info,
+                            ordered: true,
+                        });
+                        inner.queue.push_back(RecvEvent::Synced);
+                    }
+                    None => {}
+                    Some(cert) => {
+                        if view.ordered {
+                            cert.skip(view.seqno);
+                        }
+                        let ordered = view.ordered && view.primary;
+                        inner.queue.push_back(RecvEvent::View {
+                            view: info,
+                            ordered,
+                        });
+                        if inner.primary && !was_primary && inner.state != NodeState::Closed {
+                            inner.queue.push_back(RecvEvent::Synced);
+                        }
+                    }
+                }
+            }
+            Delivery::WriteSet {
+                seqno,
+                local,
+                safe_seqno,
+                payload,
+                ..
+            } => {
+                let Some(cert) = certifier.as_mut() else {
+                    continue;
+                };
+                let write_set = match WriteSet::decode(&payload) {
+                    Ok(write_set) => write_set,
+                    Err(error) => {
+                        // Every node sees the same bytes, so every node skips it alike.
+                        shared.app.log(
+                            LogLevel::Error,
+                            &format!("ordered write-set {seqno} does not decode: {error}"),
+                        );
+                        cert.skip(seqno);
+                        continue;
+                    }
+                };
+                cert.purge_to(safe_seqno.min(cert.position()));
+                let verdict = cert.certify(seqno, &write_set);
+                let mut inner = lock(&shared.inner);
+                inner.last_ordered = seqno;
+                let waiting = inner
+                    .trxs
+                    .get_mut(&write_set.trx_id)
+                    .filter(|trx| local && trx.submitted && trx.outcome.is_none());
+                match waiting {
+                    Some(trx) => trx.outcome = Some((seqno, verdict)),
+                    None => {
+                        inner.counters.received += 1;
+                        inner.counters.received_bytes += payload.len() as u64;
+                        let (depends_on, failed) = match verdict {
+                            Verdict::Pass { depends_on } => (depends_on, false),
+                            Verdict::Fail(_) => (seqno.prev(), true),
+                        };
+                        inner.queue.push_back(RecvEvent::Apply {
+                            seqno,
+                            depends_on,
+                            write_set,
+                            failed,
+                        });
+                    }
+                }
+            }
+            Delivery::Abandoned { .. }
+            | Delivery::StateGap { .. }
+            | Delivery::StateRequest { .. }
+            | Delivery::Closed => {}
+        }
+        shared.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_addresses_parse_like_galera() {
+        assert_eq!(parse_cluster_address("gcomm://"), Ok(vec![]));
+        assert_eq!(
+            parse_cluster_address("gcomm://127.0.0.1:4567,127.0.0.1:4568"),
+            Ok(vec![
+                "127.0.0.1:4567".to_owned(),
+                "127.0.0.1:4568".to_owned()
+            ])
+        );
+        assert_eq!(
+            parse_cluster_address("gcomm://host"),
+            Ok(vec!["host:4567".to_owned()])
+        );
+        assert_eq!(
+            parse_cluster_address("gcomm://h:1?pc.wait_prim=no"),
+            Ok(vec!["h:1".to_owned()])
+        );
+        assert!(parse_cluster_address("http://x").is_err());
+        assert!(parse_cluster_address("gcomm://h:notaport").is_err());
+    }
+}
