@@ -176,6 +176,11 @@ pub enum CertifyOutcome {
     BfAborted(Meta),
 }
 
+/// A local transaction was brute-force aborted while it waited at this seqno.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("brute-force aborted while waiting to commit {0}")]
+pub struct BfAborted(pub Seqno);
+
 /// How `abort_certification` ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AbortOutcome {
@@ -690,11 +695,11 @@ impl Replicator {
     }
 
     /// Waits for the seqno's turn to commit. `Err` if the transaction was BF-aborted.
-    pub fn commit_order_enter(&self, seqno: Seqno) -> Result<(), ()> {
+    pub fn commit_order_enter(&self, seqno: Seqno) -> Result<(), BfAborted> {
         self.monitors()
             .commit
             .enter(seqno, seqno.prev())
-            .map_err(|_| ())
+            .map_err(|_| BfAborted(seqno))
     }
 
     /// Lets the next seqno commit; the seqno counts as committed.
