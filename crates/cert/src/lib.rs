@@ -24,6 +24,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 use base::{KeyType, Seqno, Uuid};
 use writeset::{flags, WriteSet};
 
+mod codec;
+
+pub use codec::IndexDecodeError;
+
 /// Galera's default `cert.max_length`.
 pub const DEFAULT_MAX_INTERVAL: u64 = 16384;
 
@@ -286,7 +290,8 @@ const SCRATCH_KEEP: usize = 1 << 16;
 /// points must be the same on every node (they are part of the ordered stream), since they
 /// decide [`Conflict::TooOld`].
 ///
-/// It is `Clone` so that a donor can hand its index to a joiner with a state transfer.
+/// A donor hands its index to a joiner with a state transfer through
+/// [`encode`](Certifier::encode) and [`decode`](Certifier::decode).
 #[derive(Clone)]
 pub struct Certifier {
     cfg: CertConfig,

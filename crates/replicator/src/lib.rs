@@ -19,15 +19,16 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
-use std::sync::mpsc::Receiver;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use base::{Gtid, KeyType, NodeState, Seqno, Uuid};
 use cert::{CertConfig, Certifier, Verdict};
-use group::{Delivery, GroupConfig, View};
+use group::{Delivery, GroupConfig, NoDonor, StateRequest, View};
 use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
 use transport::{GroupRunner, Role, RunnerHandle};
 use writeset::{flags, Key, WriteSet};
@@ -103,6 +104,11 @@ pub trait Application: Send + Sync {
     fn apply(&self, recv: RecvContext, action: &ApplyAction<'_>, exit_loop: &mut bool) -> bool;
     /// The node caught up with the cluster.
     fn synced(&self);
+    /// The server's state transfer request (method and address), or `None` on failure.
+    fn sst_request(&self) -> Option<Vec<u8>>;
+    /// This node was chosen as donor: start sending a snapshot at `state` (or, with
+    /// `bypass`, only the position). The server later calls `sst_sent`.
+    fn sst_donate(&self, recv: RecvContext, request: &[u8], state: Gtid, bypass: bool) -> bool;
     /// A log line for the server's error log.
     fn log(&self, level: LogLevel, message: &str);
 }
@@ -133,6 +139,9 @@ pub struct Settings {
     pub seed: u64,
     /// How long `sync_wait` waits when the caller gives no timeout.
     pub causal_read_timeout: Duration,
+    /// Where a joiner receives its donor's certification index (and later IST):
+    /// `ist.recv_addr`.
+    pub ist_address: SocketAddr,
 }
 
 /// Why a call could not be served.
@@ -216,6 +225,37 @@ enum RecvEvent {
         failed: bool,
     },
     Synced,
+    /// Ask the server for its state transfer request and send it to the group.
+    RequestState,
+    /// Serve a joiner once everything ordered before its request is committed.
+    Donate {
+        request: StateRequest,
+        wait_for: Seqno,
+    },
+}
+
+/// A joiner's progress through state transfer.
+struct Joining {
+    join_seqno: Seqno,
+    /// The position the server reported in `sst_received`.
+    received: Option<Gtid>,
+    /// The donor's certification index and the position it stands at.
+    index: Option<(Seqno, Certifier)>,
+    /// No donor was free: ask again at this time.
+    retry_at: Option<Instant>,
+    request_again: bool,
+}
+
+impl Joining {
+    fn new(join_seqno: Seqno) -> Joining {
+        Joining {
+            join_seqno,
+            received: None,
+            index: None,
+            retry_at: None,
+            request_again: false,
+        }
+    }
 }
 
 impl RecvEvent {
@@ -228,6 +268,16 @@ impl RecvEvent {
 struct Monitors {
     apply: BlockingMonitor,
     commit: BlockingMonitor,
+}
+
+impl Monitors {
+    /// Monitors where everything up to `last_left` is done.
+    fn at(last_left: Seqno) -> Monitors {
+        Monitors {
+            apply: BlockingMonitor::new("apply", Policy::Apply, last_left, DEFAULT_WINDOW),
+            commit: BlockingMonitor::new("commit", Policy::Commit, last_left, DEFAULT_WINDOW),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -262,6 +312,8 @@ struct Inner {
     desync_count: u64,
     entered_apply: HashSet<Seqno>,
     counters: Counters,
+    donor_names: String,
+    joining: Option<Joining>,
 }
 
 struct Shared {
@@ -277,6 +329,8 @@ pub struct Replicator {
     shared: Arc<Shared>,
     runner: Mutex<Option<GroupRunner>>,
     dispatcher: Mutex<Option<JoinHandle<()>>>,
+    /// Other threads of this replicator (the index receiver), joined at shutdown.
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -327,6 +381,8 @@ impl Replicator {
             desync_count: 0,
             entered_apply: HashSet::new(),
             counters: Counters::default(),
+            donor_names: String::new(),
+            joining: None,
         };
         Replicator {
             shared: Arc::new(Shared {
@@ -338,11 +394,18 @@ impl Replicator {
             }),
             runner: Mutex::new(None),
             dispatcher: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
         }
     }
 
-    /// Joins (or, with `bootstrap`, founds) the cluster at `cluster_url`.
-    pub fn connect(&self, cluster_url: &str, bootstrap: bool) -> Result<(), ReplicatorError> {
+    /// Joins (or, with `bootstrap`, founds) the cluster at `cluster_url`. `donor_names` is
+    /// `wsrep_sst_donor`.
+    pub fn connect(
+        &self,
+        cluster_url: &str,
+        donor_names: &str,
+        bootstrap: bool,
+    ) -> Result<(), ReplicatorError> {
         let peers = parse_cluster_address(cluster_url)?;
         let bootstrap = bootstrap || peers.is_empty();
         {
@@ -353,6 +416,23 @@ impl Replicator {
             inner.connected = true;
             inner.closing = false;
             inner.state = NodeState::Open;
+            inner.donor_names = donor_names.to_owned();
+        }
+        if !bootstrap {
+            let address = self.shared.settings.ist_address;
+            let listener = TcpListener::bind(address).map_err(|error| {
+                lock(&self.shared.inner).connected = false;
+                ReplicatorError::Transport {
+                    address,
+                    reason: error.to_string(),
+                }
+            })?;
+            let shared = Arc::clone(&self.shared);
+            let thread = std::thread::Builder::new()
+                .name("trireme-ist-recv".into())
+                .spawn(move || receive_index(shared, listener))
+                .expect("spawning the index receiver");
+            lock(&self.threads).push(thread);
         }
         let settings = &self.shared.settings;
         let role = if bootstrap {
@@ -449,6 +529,116 @@ impl Replicator {
                 .unwrap_or_else(|p| p.into_inner());
             inner = guard;
         }
+        drop(inner);
+        for thread in lock(&self.threads).drain(..) {
+            let _ = thread.join();
+        }
+    }
+
+    /// Sends the server's state transfer request to the group, then holds this applier
+    /// (and so the order of events) until the server reports the snapshot in place.
+    fn request_state(&self) -> bool {
+        let shared = &self.shared;
+        let Some(sst_request) = shared.app.sst_request() else {
+            shared.app.log(
+                LogLevel::Error,
+                "the server could not prepare a state transfer",
+            );
+            return false;
+        };
+        let send = |inner: &Inner| {
+            let request = StateRequest {
+                joiner: 0,
+                donor_names: inner.donor_names.clone(),
+                sst_request: sst_request.clone(),
+                ist_from: Seqno::UNDEFINED,
+                ist_address: shared.settings.ist_address.to_string(),
+            };
+            if let Some(runner) = inner.runner.as_ref() {
+                let _ = runner.request_state(request);
+            }
+        };
+        let mut inner = lock(&shared.inner);
+        send(&inner);
+        loop {
+            let Some(joining) = inner.joining.as_mut() else {
+                return true;
+            };
+            if joining.received.is_some() {
+                return true;
+            }
+            if std::mem::take(&mut joining.request_again) {
+                send(&inner);
+            }
+            if inner.closing || !inner.connected {
+                return true;
+            }
+            let (guard, _) = shared
+                .changed
+                .wait_timeout(inner, Duration::from_millis(100))
+                .unwrap_or_else(|p| p.into_inner());
+            inner = guard;
+        }
+    }
+
+    /// Serves a joiner: once everything ordered before its request is committed, the node
+    /// goes DONOR and the server starts the snapshot; `sst_sent` ends it.
+    fn donate(&self, ctx: RecvContext, request: &StateRequest, wait_for: Seqno) -> bool {
+        let monitors = self.monitors();
+        while !monitors
+            .apply
+            .wait_left(wait_for, Duration::from_millis(200))
+        {
+            if lock(&self.shared.inner).closing {
+                return true;
+            }
+        }
+        {
+            let mut inner = lock(&self.shared.inner);
+            inner.state = NodeState::Donor;
+            set_group_state(&inner, NodeState::Donor);
+        }
+        let state = self.last_committed();
+        self.shared
+            .app
+            .sst_donate(ctx, &request.sst_request, state, false)
+    }
+
+    /// The donor's server finished (or failed) sending its snapshot.
+    pub fn sst_sent(&self, state: Gtid, rcode: i32) {
+        if rcode != 0 {
+            let message = format!("state transfer at {state} failed on the donor: {rcode}");
+            self.shared.app.log(LogLevel::Warning, &message);
+        }
+        let mut inner = lock(&self.shared.inner);
+        if inner.state == NodeState::Donor && inner.desync_count == 0 {
+            inner.state = NodeState::Joined;
+            set_group_state(&inner, NodeState::Joined);
+        }
+        drop(inner);
+        self.shared.changed.notify_all();
+    }
+
+    /// The joiner's server has its snapshot, at `state`.
+    pub fn sst_received(&self, state: Gtid, rcode: i32) -> Result<(), ReplicatorError> {
+        let mut inner = lock(&self.shared.inner);
+        let cluster = inner.cluster;
+        let Some(joining) = inner.joining.as_mut() else {
+            return Err(ReplicatorError::NotConnected);
+        };
+        if rcode != 0 || state.cluster != cluster || !state.seqno.is_defined() {
+            drop(inner);
+            let message = format!(
+                "state transfer failed (code {rcode}, position {state}, cluster {cluster}); \
+                 asking again"
+            );
+            self.shared.app.log(LogLevel::Error, &message);
+            return Err(ReplicatorError::NotConnected);
+        }
+        joining.received = Some(state);
+        drop(inner);
+        self.shared.changed.notify_all();
+        Ok(())
     }
 
     /// An applier thread's loop: runs ordered actions until the node closes.
@@ -517,6 +707,8 @@ impl Replicator {
                 app.synced();
                 true
             }
+            RecvEvent::RequestState => self.request_state(),
+            RecvEvent::Donate { request, wait_for } => self.donate(ctx, &request, wait_for),
             RecvEvent::View { view, ordered } => {
                 if !ordered {
                     return app.view(ctx, &view);
@@ -1019,74 +1211,51 @@ fn view_info(view: &View, incoming: &str, own_name: &str) -> ViewInfo {
     }
 }
 
+/// Everything the dispatcher thread owns.
+struct Dispatcher {
+    shared: Arc<Shared>,
+    bootstrap: bool,
+    certifier: Option<Certifier>,
+    /// While joining: deliveries held until the state transfer is in place.
+    held: Vec<Delivery>,
+    /// Threads sending the certification index to joiners.
+    senders: Vec<JoinHandle<()>>,
+}
+
 /// The dispatcher: takes deliveries in order, certifies, routes.
 fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bool) {
-    let mut certifier: Option<Certifier> = None;
-    let settings = &shared.settings;
-    while let Ok(delivery) = deliveries.recv() {
-        match delivery {
-            Delivery::View(view) => {
-                let info = view_info(&view, &settings.incoming_address, &settings.node_name);
-                let mut inner = lock(&shared.inner);
-                inner.cluster = view.cluster;
-                inner.members = info.members.clone();
-                inner.view_id = info.view_id;
-                let was_primary = inner.primary;
-                inner.primary = view.primary && view.own_index.is_some();
-                if view.ordered {
-                    inner.last_ordered = view.seqno;
-                }
-                match certifier.as_mut() {
-                    None if inner.primary => {
-                        if !bootstrap {
-                            drop(inner);
-                            shared.app.log(
-                                LogLevel::Error,
-                                "joining an existing cluster needs a state transfer, which this \
-                                 Trireme build cannot do yet; start this node with \
-                                 --wsrep-new-cluster or wait for a later build",
-                            );
-                            continue;
-                        }
-                        certifier = Some(Certifier::starting_at(CertConfig::default(), view.seqno));
-                        *lock(&shared.monitors) = Some(Arc::new(Monitors {
-                            apply: BlockingMonitor::new(
-                                "apply",
-                                Policy::Apply,
-                                view.seqno.prev(),
-                                DEFAULT_WINDOW,
-                            ),
-                            commit: BlockingMonitor::new(
-                                "commit",
-                                Policy::Commit,
-                                view.seqno.prev(),
-                                DEFAULT_WINDOW,
-                            ),
-                        }));
-                        inner.state = NodeState::Synced;
-                        inner.queue.push_back(RecvEvent::Connected(info.clone()));
-                        inner.queue.push_back(RecvEvent::View {
-                            view: info,
-                            ordered: true,
-                        });
-                        inner.queue.push_back(RecvEvent::Synced);
-                    }
-                    None => {}
-                    Some(cert) => {
-                        if view.ordered {
-                            cert.skip(view.seqno);
-                        }
-                        let ordered = view.ordered && view.primary;
-                        inner.queue.push_back(RecvEvent::View {
-                            view: info,
-                            ordered,
-                        });
-                        if inner.primary && !was_primary && inner.state != NodeState::Closed {
-                            inner.queue.push_back(RecvEvent::Synced);
-                        }
-                    }
-                }
+    let mut dispatcher = Dispatcher {
+        shared: Arc::clone(shared),
+        bootstrap,
+        certifier: None,
+        held: Vec::new(),
+        senders: Vec::new(),
+    };
+    loop {
+        match deliveries.recv_timeout(Duration::from_millis(50)) {
+            Ok(delivery) => dispatcher.handle(delivery),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        dispatcher.try_finish_join();
+        dispatcher.maybe_synced();
+        shared.changed.notify_all();
+    }
+    for sender in dispatcher.senders.drain(..) {
+        let _ = sender.join();
+    }
+}
+
+impl Dispatcher {
+    fn handle(&mut self, delivery: Delivery) {
+        if self.certifier.is_none() && !matches!(delivery, Delivery::View(_)) {
+            if lock(&self.shared.inner).joining.is_some() {
+                self.held.push(delivery);
             }
+            return;
+        }
+        match delivery {
+            Delivery::View(view) => self.on_view(view),
             Delivery::WriteSet {
                 seqno,
                 local,
@@ -1094,53 +1263,370 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
                 payload,
                 ..
             } => {
-                let Some(cert) = certifier.as_mut() else {
-                    continue;
+                self.on_write_set(seqno, local, safe_seqno, &payload, Seqno::UNDEFINED);
+            }
+            Delivery::StateRequest {
+                request,
+                donor,
+                donor_is_me,
+                joiner,
+            } => {
+                self.on_state_request(joiner, request, donor, donor_is_me);
+            }
+            Delivery::Abandoned { .. } | Delivery::StateGap { .. } | Delivery::Closed => {}
+        }
+    }
+
+    fn on_view(&mut self, view: View) {
+        let settings = &self.shared.settings;
+        let info = view_info(&view, &settings.incoming_address, &settings.node_name);
+        let mut inner = lock(&self.shared.inner);
+        inner.cluster = view.cluster;
+        inner.members = info.members.clone();
+        inner.view_id = info.view_id;
+        let was_primary = inner.primary;
+        inner.primary = view.primary && view.own_index.is_some();
+        if view.ordered {
+            inner.last_ordered = view.seqno;
+        }
+        if self.certifier.is_none() {
+            if !inner.primary || inner.joining.is_some() {
+                if inner.joining.is_some() && view.ordered {
+                    drop(inner);
+                    self.held.push(Delivery::View(view));
+                }
+                return;
+            }
+            inner.queue.push_back(RecvEvent::Connected(info.clone()));
+            if self.bootstrap {
+                self.certifier = Some(Certifier::starting_at(CertConfig::default(), view.seqno));
+                *lock(&self.shared.monitors) = Some(Arc::new(Monitors::at(view.seqno.prev())));
+                inner.state = NodeState::Synced;
+                inner.queue.push_back(RecvEvent::View {
+                    view: info,
+                    ordered: true,
+                });
+                inner.queue.push_back(RecvEvent::Synced);
+            } else {
+                // Everything up to the join view comes by state transfer; what is ordered
+                // from here on is held until the transfer is in place.
+                inner.state = NodeState::Joiner;
+                set_group_state(&inner, NodeState::Joiner);
+                inner.joining = Some(Joining::new(view.seqno));
+                inner.queue.push_back(RecvEvent::RequestState);
+            }
+            return;
+        }
+        if let Some(cert) = self.certifier.as_mut() {
+            if view.ordered {
+                cert.skip(view.seqno);
+            }
+        }
+        let ordered = view.ordered && view.primary;
+        inner.queue.push_back(RecvEvent::View {
+            view: info,
+            ordered,
+        });
+        if inner.primary && !was_primary && inner.state == NodeState::Synced {
+            inner.queue.push_back(RecvEvent::Synced);
+        }
+    }
+
+    /// Certifies an ordered write-set; applies it unless `applied_upto` already covers it.
+    fn on_write_set(
+        &mut self,
+        seqno: Seqno,
+        local: bool,
+        safe_seqno: Seqno,
+        payload: &[u8],
+        applied_upto: Seqno,
+    ) {
+        let Some(cert) = self.certifier.as_mut() else {
+            return;
+        };
+        let write_set = match WriteSet::decode(payload) {
+            Ok(write_set) => write_set,
+            Err(error) => {
+                // Every node sees the same bytes, so every node skips it alike.
+                let message = format!("ordered write-set {seqno} does not decode: {error}");
+                self.shared.app.log(LogLevel::Error, &message);
+                cert.skip(seqno);
+                return;
+            }
+        };
+        cert.purge_to(safe_seqno.min(cert.position()));
+        let verdict = cert.certify(seqno, &write_set);
+        let mut inner = lock(&self.shared.inner);
+        inner.last_ordered = inner.last_ordered.max(seqno);
+        if seqno <= applied_upto {
+            return;
+        }
+        let waiting = inner
+            .trxs
+            .get_mut(&write_set.trx_id)
+            .filter(|trx| local && trx.submitted && trx.outcome.is_none());
+        match waiting {
+            Some(trx) => trx.outcome = Some((seqno, verdict)),
+            None => {
+                inner.counters.received += 1;
+                inner.counters.received_bytes += payload.len() as u64;
+                let (depends_on, failed) = match verdict {
+                    Verdict::Pass { depends_on } => (depends_on, false),
+                    Verdict::Fail(_) => (seqno.prev(), true),
                 };
-                let write_set = match WriteSet::decode(&payload) {
-                    Ok(write_set) => write_set,
-                    Err(error) => {
-                        // Every node sees the same bytes, so every node skips it alike.
-                        shared.app.log(
-                            LogLevel::Error,
-                            &format!("ordered write-set {seqno} does not decode: {error}"),
-                        );
-                        cert.skip(seqno);
-                        continue;
+                inner.queue.push_back(RecvEvent::Apply {
+                    seqno,
+                    depends_on,
+                    write_set,
+                    failed,
+                });
+            }
+        }
+    }
+
+    fn on_state_request(
+        &mut self,
+        joiner: Uuid,
+        request: StateRequest,
+        donor: Result<u64, NoDonor>,
+        donor_is_me: bool,
+    ) {
+        let mut inner = lock(&self.shared.inner);
+        if joiner == inner.own {
+            if let (Err(reason), Some(joining)) = (&donor, inner.joining.as_mut()) {
+                let message = format!("no donor for our state transfer yet ({reason:?}); retrying");
+                joining.retry_at = Some(Instant::now() + Duration::from_secs(1));
+                drop(inner);
+                self.shared.app.log(LogLevel::Warning, &message);
+            }
+            return;
+        }
+        if !donor_is_me {
+            return;
+        }
+        let Some(cert) = self.certifier.as_ref() else {
+            return;
+        };
+        // The joiner continues certification from exactly this point of the order.
+        let position = cert.position();
+        let frame = encode_index_frame(inner.cluster, position, &cert.encode());
+        let address = request.ist_address.clone();
+        inner.queue.push_back(RecvEvent::Donate {
+            request,
+            wait_for: position,
+        });
+        drop(inner);
+        let shared = Arc::clone(&self.shared);
+        let sender = std::thread::Builder::new()
+            .name("trireme-index-send".into())
+            .spawn(move || {
+                if let Err(error) = send_index(&address, &frame) {
+                    let message =
+                        format!("cannot send the certification index to {address}: {error}");
+                    shared.app.log(LogLevel::Error, &message);
+                }
+            });
+        if let Ok(sender) = sender {
+            self.senders.push(sender);
+        }
+    }
+
+    /// Once the server has its snapshot and the donor's index arrived, resumes delivery.
+    fn try_finish_join(&mut self) {
+        let (received, index, join_seqno) = {
+            let mut inner = lock(&self.shared.inner);
+            let Some(joining) = inner.joining.as_mut() else {
+                return;
+            };
+            if let Some(retry_at) = joining.retry_at {
+                if Instant::now() >= retry_at {
+                    joining.retry_at = None;
+                    joining.request_again = true;
+                }
+            }
+            let (Some(received), Some(_)) = (joining.received, joining.index.as_ref()) else {
+                return;
+            };
+            let index = joining.index.take().expect("checked");
+            (received, index, joining.join_seqno)
+        };
+        let (position, cert) = index;
+        if received.seqno < position || received.seqno < join_seqno {
+            let message = format!(
+                "the state transfer brought {received} but the cluster needed at least {}",
+                position.max(join_seqno)
+            );
+            self.shared.app.log(LogLevel::Error, &message);
+        }
+        self.certifier = Some(cert);
+        *lock(&self.shared.monitors) = Some(Arc::new(Monitors::at(received.seqno)));
+        for delivery in std::mem::take(&mut self.held) {
+            match delivery {
+                Delivery::WriteSet {
+                    seqno,
+                    local,
+                    safe_seqno,
+                    payload,
+                    ..
+                } if seqno > position => {
+                    self.on_write_set(seqno, local, safe_seqno, &payload, received.seqno);
+                }
+                Delivery::View(view) if view.ordered && view.seqno > position => {
+                    if let Some(cert) = self.certifier.as_mut() {
+                        cert.skip(view.seqno);
                     }
-                };
-                cert.purge_to(safe_seqno.min(cert.position()));
-                let verdict = cert.certify(seqno, &write_set);
-                let mut inner = lock(&shared.inner);
-                inner.last_ordered = seqno;
-                let waiting = inner
-                    .trxs
-                    .get_mut(&write_set.trx_id)
-                    .filter(|trx| local && trx.submitted && trx.outcome.is_none());
-                match waiting {
-                    Some(trx) => trx.outcome = Some((seqno, verdict)),
-                    None => {
-                        inner.counters.received += 1;
-                        inner.counters.received_bytes += payload.len() as u64;
-                        let (depends_on, failed) = match verdict {
-                            Verdict::Pass { depends_on } => (depends_on, false),
-                            Verdict::Fail(_) => (seqno.prev(), true),
-                        };
-                        inner.queue.push_back(RecvEvent::Apply {
-                            seqno,
-                            depends_on,
-                            write_set,
-                            failed,
+                    if view.seqno > received.seqno {
+                        let settings = &self.shared.settings;
+                        let info =
+                            view_info(&view, &settings.incoming_address, &settings.node_name);
+                        let ordered = view.primary;
+                        lock(&self.shared.inner).queue.push_back(RecvEvent::View {
+                            view: info,
+                            ordered,
                         });
                     }
                 }
+                _ => {}
             }
-            Delivery::Abandoned { .. }
-            | Delivery::StateGap { .. }
-            | Delivery::StateRequest { .. }
-            | Delivery::Closed => {}
         }
-        shared.changed.notify_all();
+        let mut inner = lock(&self.shared.inner);
+        inner.joining = None;
+        inner.state = NodeState::Joined;
+        set_group_state(&inner, NodeState::Joined);
+    }
+
+    /// A JOINED node that has caught up becomes SYNCED and tells the server.
+    fn maybe_synced(&mut self) {
+        let mut inner = lock(&self.shared.inner);
+        if inner.state == NodeState::Joined && inner.queue.len() <= 1 && inner.desync_count == 0 {
+            inner.state = NodeState::Synced;
+            set_group_state(&inner, NodeState::Synced);
+            inner.queue.push_back(RecvEvent::Synced);
+        }
+    }
+}
+
+fn set_group_state(inner: &Inner, state: NodeState) {
+    if let Some(runner) = inner.runner.as_ref() {
+        let _ = runner.set_local_state(state);
+    }
+}
+
+const INDEX_MAGIC: [u8; 4] = *b"TRIX";
+const INDEX_VERSION: u8 = 1;
+/// Largest certification index frame accepted from a donor.
+const INDEX_FRAME_MAX: usize = 512 << 20;
+
+/// Frames a donor's index for its joiner: magic `TRIX` (4), version (1), cluster UUID (16),
+/// position (8), index length (8), index, CRC32C (4) of all of it.
+fn encode_index_frame(cluster: Uuid, position: Seqno, index: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(index.len() + 41);
+    frame.extend_from_slice(&INDEX_MAGIC);
+    frame.push(INDEX_VERSION);
+    frame.extend_from_slice(&cluster.0);
+    frame.extend_from_slice(&position.0.to_le_bytes());
+    frame.extend_from_slice(&(index.len() as u64).to_le_bytes());
+    frame.extend_from_slice(index);
+    let crc = crc32c::crc32c(&frame);
+    frame.extend_from_slice(&crc.to_le_bytes());
+    frame
+}
+
+/// Why a received index frame was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum IndexFrameError {
+    /// Not an index frame, or a version this build does not read.
+    #[error("not a certification index frame (bad magic or version)")]
+    BadHeader,
+    /// Shorter than its length field says, or over the limit.
+    #[error("certification index frame truncated or oversized")]
+    BadLength,
+    /// The checksum does not match.
+    #[error("certification index frame checksum mismatch")]
+    Checksum,
+    /// The frame is fine but the index inside is not.
+    #[error("certification index does not decode: {0}")]
+    Index(String),
+}
+
+fn decode_index_frame(frame: &[u8]) -> Result<(Uuid, Seqno, Certifier), IndexFrameError> {
+    if frame.len() < 41 || frame[..4] != INDEX_MAGIC || frame[4] != INDEX_VERSION {
+        return Err(IndexFrameError::BadHeader);
+    }
+    let cluster = Uuid(frame[5..21].try_into().expect("16 bytes"));
+    let position = Seqno(i64::from_le_bytes(
+        frame[21..29].try_into().expect("8 bytes"),
+    ));
+    let length = u64::from_le_bytes(frame[29..37].try_into().expect("8 bytes")) as usize;
+    if length > INDEX_FRAME_MAX || frame.len() != 37 + length + 4 {
+        return Err(IndexFrameError::BadLength);
+    }
+    let (body, trailer) = frame.split_at(37 + length);
+    let stored = u32::from_le_bytes(trailer.try_into().expect("4 bytes"));
+    if crc32c::crc32c(body) != stored {
+        return Err(IndexFrameError::Checksum);
+    }
+    let cert = Certifier::decode(&body[37..]).map_err(|e| IndexFrameError::Index(e.to_string()))?;
+    Ok((cluster, position, cert))
+}
+
+fn send_index(address: &str, frame: &[u8]) -> std::io::Result<()> {
+    let target = address
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other("the address resolves to nothing"))?;
+    let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(5))?;
+    stream.set_write_timeout(Some(Duration::from_secs(30)))?;
+    stream.write_all(frame)?;
+    stream.flush()
+}
+
+/// Accepts the donor's index on `ist.recv_addr` until the node closes.
+fn receive_index(shared: Arc<Shared>, listener: TcpListener) {
+    listener
+        .set_nonblocking(true)
+        .expect("nonblocking listener");
+    loop {
+        {
+            let inner = lock(&shared.inner);
+            if inner.closing || !inner.connected {
+                return;
+            }
+        }
+        match listener.accept() {
+            Ok((mut stream, peer)) => {
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+                let mut frame = Vec::new();
+                let limited = (&mut stream)
+                    .take(INDEX_FRAME_MAX as u64 + 64)
+                    .read_to_end(&mut frame);
+                let result = match limited {
+                    Ok(_) => decode_index_frame(&frame),
+                    Err(_) => Err(IndexFrameError::BadLength),
+                };
+                match result {
+                    Ok((cluster, position, cert)) => {
+                        let mut inner = lock(&shared.inner);
+                        if inner.cluster == cluster {
+                            if let Some(joining) = inner.joining.as_mut() {
+                                joining.index = Some((position, cert));
+                            }
+                        }
+                        drop(inner);
+                        shared.changed.notify_all();
+                    }
+                    Err(error) => {
+                        let message = format!("refused a certification index from {peer}: {error}");
+                        shared.app.log(LogLevel::Warning, &message);
+                    }
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
     }
 }
 

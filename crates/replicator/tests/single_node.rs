@@ -1,6 +1,9 @@
 //! A replicator that founds a cluster on loopback, driven by a fake application: the
 //! callback order MariaDB expects, local commits through certification and commit order,
-//! TOI, causal waits and a clean disconnect.
+//! TOI, causal waits and a clean disconnect; and a joiner getting state from a donor.
+
+// These tests play MariaDB's applier and SST threads.
+#![allow(clippy::disallowed_methods)]
 
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
@@ -47,6 +50,12 @@ impl Application for FakeServer {
     fn synced(&self) {
         self.calls.lock().unwrap().push("synced".into());
     }
+    fn sst_request(&self) -> Option<Vec<u8>> {
+        Some(b"rsync\x00host:4444/rsync_sst\x00".to_vec())
+    }
+    fn sst_donate(&self, _: RecvContext, _: &[u8], _: base::Gtid, _: bool) -> bool {
+        true
+    }
     fn log(&self, _: LogLevel, message: &str) {
         self.calls.lock().unwrap().push(format!("log {message}"));
     }
@@ -72,11 +81,12 @@ fn a_founding_node_commits_local_transactions_in_order() {
         group,
         seed: 1,
         causal_read_timeout: Duration::from_secs(5),
+        ist_address: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
     };
     let replicator = Arc::new(Replicator::new(server.clone(), settings));
-    replicator.connect("gcomm://", true).unwrap();
+    replicator.connect("gcomm://", "", true).unwrap();
     assert!(
-        replicator.connect("gcomm://", true).is_err(),
+        replicator.connect("gcomm://", "", true).is_err(),
         "a second connect is refused"
     );
     let applier = {
@@ -161,4 +171,202 @@ fn a_founding_node_commits_local_transactions_in_order() {
             .any(|c| c == "view non-primary 0"),
         "final view"
     );
+}
+
+/// A fake server whose "SST" hands the donor's position straight to the joiner.
+#[derive(Default)]
+struct TransferServer {
+    name: &'static str,
+    calls: Mutex<Vec<String>>,
+    applied: Mutex<Vec<i64>>,
+    peer: std::sync::OnceLock<Arc<Replicator>>,
+    me: std::sync::OnceLock<Arc<Replicator>>,
+}
+
+impl Application for TransferServer {
+    fn connected(&self, view: &ViewInfo) -> bool {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("connected {}", view.state_id.seqno.0));
+        true
+    }
+    fn view(&self, _: RecvContext, view: &ViewInfo) -> bool {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("view {}", view.members.len()));
+        true
+    }
+    fn apply(&self, _: RecvContext, action: &ApplyAction<'_>, _: &mut bool) -> bool {
+        let seqno = action.meta.gtid.seqno;
+        let me = self.me.get().unwrap();
+        me.commit_order_enter(seqno).unwrap();
+        self.applied.lock().unwrap().push(seqno.0);
+        me.commit_order_leave(seqno);
+        true
+    }
+    fn synced(&self) {
+        self.calls.lock().unwrap().push("synced".into());
+    }
+    fn sst_request(&self) -> Option<Vec<u8>> {
+        self.calls.lock().unwrap().push("sst_request".into());
+        Some(b"fake\0address\0".to_vec())
+    }
+    fn sst_donate(&self, _: RecvContext, request: &[u8], state: base::Gtid, bypass: bool) -> bool {
+        assert_eq!(
+            request, b"fake\0address\0",
+            "the request reaches the donor byte for byte"
+        );
+        assert!(!bypass);
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("donate {}", state.seqno.0));
+        let joiner = self.peer.get().unwrap().clone();
+        let donor = self.me.get().unwrap().clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            joiner.sst_received(state, 0).unwrap();
+            donor.sst_sent(state, 0);
+        });
+        true
+    }
+    fn log(&self, _: LogLevel, message: &str) {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("log {} {message}", self.name));
+    }
+}
+
+fn settings(name: &str) -> Settings {
+    let mut group = GroupConfig::default();
+    group.tick_interval_ns = 5_000_000;
+    Settings {
+        node_name: name.into(),
+        incoming_address: "127.0.0.1:3306".into(),
+        listen: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        group,
+        seed: name.bytes().map(u64::from).sum(),
+        causal_read_timeout: Duration::from_secs(5),
+        ist_address: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+    }
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..1_000 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[test]
+fn a_joiner_gets_state_from_a_donor_then_applies_what_followed() {
+    let donor_app = Arc::new(TransferServer {
+        name: "node1",
+        ..TransferServer::default()
+    });
+    let joiner_app = Arc::new(TransferServer {
+        name: "node2",
+        ..TransferServer::default()
+    });
+    let donor_settings = settings("node1");
+    let seed_address = donor_settings.listen.to_string();
+    let donor = Arc::new(Replicator::new(donor_app.clone(), donor_settings));
+    let joiner = Arc::new(Replicator::new(joiner_app.clone(), settings("node2")));
+    for (app, me, peer) in [
+        (&donor_app, &donor, &joiner),
+        (&joiner_app, &joiner, &donor),
+    ] {
+        let _ = app.me.set(me.clone());
+        let _ = app.peer.set(peer.clone());
+    }
+    donor.connect("gcomm://", "", true).unwrap();
+    let spawn_appliers = |replicator: &Arc<Replicator>, first: usize| -> Vec<_> {
+        (first..first + 2)
+            .map(|i| {
+                let replicator = replicator.clone();
+                std::thread::spawn(move || replicator.recv(RecvContext(i)))
+            })
+            .collect()
+    };
+    // As in MariaDB, appliers start once the node is connected.
+    let mut appliers = spawn_appliers(&donor, 0);
+    wait_for("the founder to sync", || {
+        donor_app
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|c| c == "synced")
+    });
+    // Some history before the joiner arrives.
+    let commit = |replicator: &Replicator, trx: u64| {
+        replicator.append_key(
+            trx,
+            vec![b"db".to_vec(), b"t".to_vec(), trx.to_le_bytes().to_vec()],
+            KeyType::Update,
+        );
+        replicator.append_data(trx, b"row");
+        let outcome = replicator.certify(
+            1,
+            trx,
+            writeset::flags::TRX_START | writeset::flags::TRX_END,
+        );
+        let CertifyOutcome::Committable(meta) = outcome else {
+            panic!("{outcome:?}")
+        };
+        replicator.commit_order_enter(meta.gtid.seqno).unwrap();
+        replicator.commit_order_leave(meta.gtid.seqno);
+        replicator.release(trx);
+        meta.gtid.seqno
+    };
+    for trx in 1..=10 {
+        commit(&donor, trx);
+    }
+    joiner
+        .connect(&format!("gcomm://{seed_address}"), "node1", false)
+        .unwrap();
+    appliers.extend(spawn_appliers(&joiner, 2));
+    let synced = (0..1_000).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        joiner_app
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|c| c == "synced")
+    });
+    assert!(
+        synced,
+        "the joiner did not sync: joiner {:?} donor {:?}",
+        joiner_app.calls.lock().unwrap(),
+        donor_app.calls.lock().unwrap()
+    );
+    let calls = joiner_app.calls.lock().unwrap().clone();
+    assert!(calls[0].starts_with("connected"), "{calls:?}");
+    assert_eq!(calls[1], "sst_request", "{calls:?}");
+    assert!(donor_app
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|c| c.starts_with("donate")));
+    // Writes on both nodes now reach the other one.
+    let on_donor = commit(&donor, 100);
+    let on_joiner = commit(&joiner, 200);
+    wait_for("both nodes to apply each other's write", || {
+        joiner_app.applied.lock().unwrap().contains(&on_donor.0)
+            && donor_app.applied.lock().unwrap().contains(&on_joiner.0)
+    });
+    assert_eq!(donor.last_committed(), joiner.last_committed());
+    joiner.shutdown();
+    donor.shutdown();
+    for applier in appliers {
+        let _ = applier.join();
+    }
 }

@@ -1,0 +1,805 @@
+//! The 45 members of `wsrep_t`: one `extern "C"` function per call, each a few lines of
+//! argument checking and translation around one replicator call.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base::{KeyType, Seqno};
+use options::{status_vars, InitContext, ProviderOptions};
+use replicator::{AbortOutcome, CertifyOutcome, Meta, RecvContext, Replicator, Settings};
+use wsrep_sys::*;
+
+use crate::app::{from_c_gtid, to_c_gtid, to_c_uuid, ServerApp, StatsBlock};
+use crate::{buf, bufs, c_str, c_string, lock, with_instance};
+
+/// What Trireme can do, as `wsrep_provider_capabilities` shows it.
+pub(crate) const CAPABILITIES: wsrep_cap_t = WSREP_CAP_MULTI_MASTER
+    | WSREP_CAP_CERTIFICATION
+    | WSREP_CAP_PARALLEL_APPLYING
+    | WSREP_CAP_TRX_REPLAY
+    | WSREP_CAP_ISOLATION
+    | WSREP_CAP_PAUSE
+    | WSREP_CAP_CAUSAL_READS
+    | WSREP_CAP_INCREMENTAL_WRITESET
+    | WSREP_CAP_UNORDERED
+    | WSREP_CAP_ANNOTATION;
+
+/// Fills every member of the function table.
+///
+/// # Safety
+/// `table` must be the server's `wsrep_t`.
+pub unsafe fn fill_function_table(table: &mut wsrep_t) {
+    table.version = WSREP_INTERFACE_VERSION.as_ptr();
+    table.init = Some(init);
+    table.capabilities = Some(capabilities);
+    table.options_set = Some(options_set);
+    table.options_get = Some(options_get);
+    table.enc_set_key = Some(enc_set_key);
+    table.connect = Some(connect);
+    table.disconnect = Some(disconnect);
+    table.recv = Some(recv);
+    table.assign_read_view = Some(assign_read_view);
+    table.certify = Some(certify);
+    table.commit_order_enter = Some(commit_order_enter);
+    table.commit_order_leave = Some(commit_order_leave);
+    table.release = Some(release);
+    table.replay_trx = Some(replay_trx);
+    table.abort_certification = Some(abort_certification);
+    table.rollback = Some(rollback);
+    table.append_key = Some(append_key);
+    table.append_data = Some(append_data);
+    table.sync_wait = Some(sync_wait);
+    table.last_committed_id = Some(last_committed_id);
+    table.free_connection = Some(free_connection);
+    table.to_execute_start = Some(to_execute_start);
+    table.to_execute_end = Some(to_execute_end);
+    table.preordered_collect = Some(preordered_collect);
+    table.preordered_commit = Some(preordered_commit);
+    table.sst_sent = Some(sst_sent);
+    table.sst_received = Some(sst_received);
+    table.snapshot = Some(snapshot);
+    table.stats_get = Some(stats_get);
+    table.stats_free = Some(stats_free);
+    table.stats_reset = Some(stats_reset);
+    table.pause = Some(pause);
+    table.resume = Some(resume);
+    table.desync = Some(desync);
+    table.resync = Some(resync);
+    table.lock = Some(lock_fn);
+    table.unlock = Some(unlock_fn);
+    table.is_locked = Some(is_locked);
+    table.provider_name = crate::PROVIDER_NAME.as_ptr();
+    table.provider_version = crate::PROVIDER_VERSION.as_ptr();
+    table.provider_vendor = crate::PROVIDER_VENDOR.as_ptr();
+    table.free = Some(free);
+    table.dlh = std::ptr::null_mut();
+    table.ctx = std::ptr::null_mut();
+}
+
+fn endpoint_address(host: &str, port: u16) -> Option<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let host = if host.is_empty() || host == "0.0.0.0" {
+        "127.0.0.1"
+    } else {
+        host
+    };
+    (host, port).to_socket_addrs().ok()?.next()
+}
+
+unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> wsrep_status_t {
+    if wsrep.is_null() || args.is_null() {
+        return WSREP_NODE_FAIL;
+    }
+    // SAFETY: non-null wsrep_t owned by the server.
+    let table = unsafe { &mut *wsrep };
+    if !table.ctx.is_null() {
+        return with_instance(wsrep, WSREP_NODE_FAIL, |instance| {
+            instance.log(
+                WSREP_LOG_ERROR,
+                "init called twice on one provider instance",
+            );
+            WSREP_NODE_FAIL
+        });
+    }
+    table.ctx = crate::new_instance();
+    // SAFETY: the server's init arguments, valid for this call.
+    let args = unsafe { &*args };
+    with_instance(wsrep, WSREP_NODE_FAIL, |instance| {
+        let app = Arc::new(ServerApp::from_init_args(args));
+        *lock(&instance.app) = Some(app.clone());
+        let context = InitContext {
+            node_address: c_str(args.node_address).filter(|a| !a.is_empty()),
+            data_dir: c_str(args.data_dir).filter(|d| !d.is_empty()),
+        };
+        let text = c_str(args.options).unwrap_or_default();
+        let (options, warnings) = match ProviderOptions::parse_with(text, &context) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
+                return WSREP_NODE_FAIL;
+            }
+        };
+        for warning in warnings {
+            instance.log(WSREP_LOG_WARN, &warning.to_string());
+        }
+        let listen = &options.gmcast_listen_addr;
+        let ist = &options.ist_recv_addr;
+        let (Some(listen), Some(ist_address)) = (
+            endpoint_address(&listen.host, listen.port),
+            endpoint_address(&ist.host, ist.port),
+        ) else {
+            instance.log(
+                WSREP_LOG_ERROR,
+                "gmcast.listen_addr or ist.recv_addr does not resolve",
+            );
+            return WSREP_NODE_FAIL;
+        };
+        let node_name = c_str(args.node_name).unwrap_or("trireme").to_owned();
+        let incoming = c_str(args.node_incoming).unwrap_or_default().to_owned();
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()).rotate_left(32);
+        let settings = Settings {
+            node_name,
+            incoming_address: incoming,
+            listen,
+            group: options.group_config(),
+            seed,
+            causal_read_timeout: options.repl_causal_read_timeout,
+            ist_address,
+        };
+        *lock(&instance.options) = options;
+        *lock(&instance.replicator) = Some(Arc::new(Replicator::new(app, settings)));
+        instance.log(WSREP_LOG_INFO, "Trireme provider initialised");
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn capabilities(_wsrep: *mut wsrep_t) -> wsrep_cap_t {
+    CAPABILITIES
+}
+
+unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_NODE_FAIL, |instance| {
+        let Some(text) = c_str(conf) else {
+            return WSREP_NODE_FAIL;
+        };
+        match lock(&instance.options).set_runtime(text) {
+            Ok(warnings) => {
+                for warning in warnings {
+                    instance.log(WSREP_LOG_WARN, &warning.to_string());
+                }
+                WSREP_OK
+            }
+            Err(error) => {
+                instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
+                WSREP_NODE_FAIL
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn options_get(wsrep: *mut wsrep_t) -> *mut c_char {
+    with_instance(wsrep, std::ptr::null_mut(), |instance| {
+        crate::malloc_c_string(&lock(&instance.options).render())
+    })
+}
+
+unsafe extern "C" fn enc_set_key(
+    _wsrep: *mut wsrep_t,
+    _key: *const wsrep_enc_key_t,
+) -> wsrep_status_t {
+    WSREP_NOT_IMPLEMENTED
+}
+
+unsafe extern "C" fn connect(
+    wsrep: *mut wsrep_t,
+    _cluster_name: *const c_char,
+    cluster_url: *const c_char,
+    state_donor: *const c_char,
+    bootstrap: wsrep_bool_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_NODE_FAIL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_NODE_FAIL;
+        };
+        let url = c_str(cluster_url).unwrap_or_default();
+        let donors = c_str(state_donor).unwrap_or_default();
+        let bootstrap = bootstrap || lock(&instance.options).take_pc_bootstrap();
+        match replicator.connect(url, donors, bootstrap) {
+            Ok(()) => WSREP_OK,
+            Err(error) => {
+                instance.log(
+                    WSREP_LOG_ERROR,
+                    &format!("connect to {url:?} failed: {error}"),
+                );
+                WSREP_NODE_FAIL
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn disconnect(wsrep: *mut wsrep_t) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_NODE_FAIL, |instance| {
+        if let Some(replicator) = instance.replicator() {
+            replicator.disconnect();
+        }
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn recv(wsrep: *mut wsrep_t, recv_ctx: *mut c_void) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_NODE_FAIL;
+        };
+        match replicator.recv(RecvContext(recv_ctx as usize)) {
+            Ok(()) => WSREP_OK,
+            Err(_) => WSREP_CONN_FAIL,
+        }
+    })
+}
+
+unsafe extern "C" fn assign_read_view(
+    _wsrep: *mut wsrep_t,
+    _handle: *mut wsrep_ws_handle_t,
+    _rv: *const wsrep_gtid_t,
+) -> wsrep_status_t {
+    WSREP_NOT_IMPLEMENTED
+}
+
+fn fill_meta(meta: *mut wsrep_trx_meta_t, value: &Meta) {
+    if meta.is_null() {
+        return;
+    }
+    // SAFETY: a non-null meta is the caller's out-parameter.
+    let meta = unsafe { &mut *meta };
+    meta.gtid = to_c_gtid(value.gtid);
+    meta.stid = wsrep_stid_t {
+        node: to_c_uuid(value.source),
+        trx: value.trx_id,
+        conn: value.conn_id,
+    };
+    meta.depends_on = value.depends_on.0;
+}
+
+fn certify_status(outcome: CertifyOutcome, meta: *mut wsrep_trx_meta_t) -> wsrep_status_t {
+    match outcome {
+        CertifyOutcome::Committable(value) => {
+            fill_meta(meta, &value);
+            WSREP_OK
+        }
+        CertifyOutcome::Failed(value) => {
+            fill_meta(meta, &value);
+            WSREP_TRX_FAIL
+        }
+        CertifyOutcome::BfAborted(value) => {
+            fill_meta(meta, &value);
+            WSREP_BF_ABORT
+        }
+        CertifyOutcome::NotOrdered => WSREP_TRX_FAIL,
+    }
+}
+
+unsafe extern "C" fn certify(
+    wsrep: *mut wsrep_t,
+    conn_id: wsrep_conn_id_t,
+    ws_handle: *mut wsrep_ws_handle_t,
+    flags: u32,
+    meta: *mut wsrep_trx_meta_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        if ws_handle.is_null() {
+            return WSREP_NODE_FAIL;
+        }
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        // SAFETY: checked non-null, the caller's handle.
+        let trx_id = unsafe { (*ws_handle).trx_id };
+        certify_status(replicator.certify(conn_id, trx_id, flags), meta)
+    })
+}
+
+fn seqno_of(meta: *const wsrep_trx_meta_t) -> Option<Seqno> {
+    if meta.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null meta is valid for the call.
+    let seqno = unsafe { (*meta).gtid.seqno };
+    (seqno >= 0).then_some(Seqno(seqno))
+}
+
+unsafe extern "C" fn commit_order_enter(
+    wsrep: *mut wsrep_t,
+    _ws_handle: *const wsrep_ws_handle_t,
+    meta: *const wsrep_trx_meta_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let (Some(replicator), Some(seqno)) = (instance.replicator(), seqno_of(meta)) else {
+            return WSREP_TRX_MISSING;
+        };
+        match replicator.commit_order_enter(seqno) {
+            Ok(()) => WSREP_OK,
+            Err(_) => WSREP_BF_ABORT,
+        }
+    })
+}
+
+unsafe extern "C" fn commit_order_leave(
+    wsrep: *mut wsrep_t,
+    _ws_handle: *const wsrep_ws_handle_t,
+    meta: *const wsrep_trx_meta_t,
+    error: *const wsrep_buf_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let (Some(replicator), Some(seqno)) = (instance.replicator(), seqno_of(meta)) else {
+            return WSREP_TRX_MISSING;
+        };
+        let error = buf(error);
+        if !error.is_empty() {
+            let text = String::from_utf8_lossy(error);
+            instance.log(
+                WSREP_LOG_ERROR,
+                &format!("applying {seqno} failed on this node: {text}"),
+            );
+        }
+        replicator.commit_order_leave(seqno);
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn release(
+    wsrep: *mut wsrep_t,
+    ws_handle: *mut wsrep_ws_handle_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        if let (Some(replicator), false) = (instance.replicator(), ws_handle.is_null()) {
+            // SAFETY: checked non-null.
+            replicator.release(unsafe { (*ws_handle).trx_id });
+        }
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn replay_trx(
+    wsrep: *mut wsrep_t,
+    ws_handle: *const wsrep_ws_handle_t,
+    trx_ctx: *mut c_void,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        if ws_handle.is_null() {
+            return WSREP_TRX_MISSING;
+        }
+        // SAFETY: checked non-null.
+        let trx_id = unsafe { (*ws_handle).trx_id };
+        match replicator.replay(trx_id, RecvContext(trx_ctx as usize)) {
+            Ok(()) => WSREP_OK,
+            Err(_) => WSREP_TRX_FAIL,
+        }
+    })
+}
+
+unsafe extern "C" fn abort_certification(
+    wsrep: *mut wsrep_t,
+    bf_seqno: wsrep_seqno_t,
+    victim_trx: wsrep_trx_id_t,
+    victim_seqno: *mut wsrep_seqno_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_OK;
+        };
+        match replicator.abort_certification(Seqno(bf_seqno), victim_trx) {
+            AbortOutcome::Aborted => WSREP_OK,
+            AbortOutcome::NotAllowed(seqno) => {
+                if !victim_seqno.is_null() {
+                    // SAFETY: the caller's out-parameter.
+                    unsafe { *victim_seqno = seqno.0 };
+                }
+                WSREP_NOT_ALLOWED
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn rollback(
+    _wsrep: *mut wsrep_t,
+    _trx: wsrep_trx_id_t,
+    _data: *const wsrep_buf_t,
+) -> wsrep_status_t {
+    // Without streaming replication nothing of an unordered transaction left this node.
+    WSREP_OK
+}
+
+unsafe extern "C" fn append_key(
+    wsrep: *mut wsrep_t,
+    ws_handle: *mut wsrep_ws_handle_t,
+    keys: *const wsrep_key_t,
+    count: usize,
+    key_type: wsrep_key_type_t,
+    _copy: wsrep_bool_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        let Some(kind) = u8::try_from(key_type).ok().and_then(KeyType::from_u8) else {
+            return WSREP_NODE_FAIL;
+        };
+        if ws_handle.is_null() || (keys.is_null() && count > 0) {
+            return WSREP_NODE_FAIL;
+        }
+        // SAFETY: checked non-null.
+        let trx_id = unsafe { (*ws_handle).trx_id };
+        let keys = if count == 0 {
+            &[][..]
+        } else {
+            // SAFETY: the caller passes `count` keys at a non-null `keys`.
+            unsafe { std::slice::from_raw_parts(keys, count) }
+        };
+        for key in keys {
+            let parts = bufs(key.key_parts, key.key_parts_num)
+                .into_iter()
+                .map(<[u8]>::to_vec)
+                .collect();
+            replicator.append_key(trx_id, parts, kind);
+        }
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn append_data(
+    wsrep: *mut wsrep_t,
+    ws_handle: *mut wsrep_ws_handle_t,
+    data: *const wsrep_buf_t,
+    count: usize,
+    data_type: wsrep_data_type_t,
+    _copy: wsrep_bool_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        if ws_handle.is_null() {
+            return WSREP_NODE_FAIL;
+        }
+        if data_type != WSREP_DATA_ORDERED {
+            return WSREP_OK;
+        }
+        // SAFETY: checked non-null.
+        let trx_id = unsafe { (*ws_handle).trx_id };
+        for piece in bufs(data, count) {
+            replicator.append_data(trx_id, piece);
+        }
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn sync_wait(
+    wsrep: *mut wsrep_t,
+    upto: *mut wsrep_gtid_t,
+    tout: c_int,
+    gtid: *mut wsrep_gtid_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        let target = if upto.is_null() {
+            None
+        } else {
+            // SAFETY: non-null in-parameter.
+            Some(Seqno(unsafe { (*upto).seqno }))
+        };
+        let timeout = (tout >= 0).then(|| Duration::from_secs(tout as u64));
+        match replicator.sync_wait(target, timeout) {
+            Ok(reached) => {
+                if !gtid.is_null() {
+                    // SAFETY: the caller's out-parameter.
+                    unsafe { *gtid = to_c_gtid(reached) };
+                }
+                WSREP_OK
+            }
+            Err(_) => WSREP_TRX_FAIL,
+        }
+    })
+}
+
+unsafe extern "C" fn last_committed_id(
+    wsrep: *mut wsrep_t,
+    gtid: *mut wsrep_gtid_t,
+) -> wsrep_status_t {
+    if gtid.is_null() {
+        return WSREP_OK;
+    }
+    let value = with_instance(wsrep, None, |instance| {
+        instance
+            .replicator()
+            .map(|replicator| replicator.last_committed())
+    });
+    // SAFETY: the caller's out-parameter; this call never fails (wsrep's rule).
+    unsafe {
+        *gtid = match value {
+            Some(value) => to_c_gtid(value),
+            None => wsrep_gtid_t {
+                uuid: wsrep_uuid_t { data: [0; 16] },
+                seqno: WSREP_SEQNO_UNDEFINED,
+            },
+        };
+    }
+    WSREP_OK
+}
+
+unsafe extern "C" fn free_connection(
+    _wsrep: *mut wsrep_t,
+    _conn_id: wsrep_conn_id_t,
+) -> wsrep_status_t {
+    WSREP_OK
+}
+
+unsafe extern "C" fn to_execute_start(
+    wsrep: *mut wsrep_t,
+    conn_id: wsrep_conn_id_t,
+    keys: *const wsrep_key_t,
+    keys_num: usize,
+    action: *const wsrep_buf_t,
+    count: usize,
+    flags: u32,
+    meta: *mut wsrep_trx_meta_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        if keys.is_null() && keys_num > 0 {
+            return WSREP_NODE_FAIL;
+        }
+        let keys = if keys_num == 0 {
+            &[][..]
+        } else {
+            // SAFETY: the caller passes `keys_num` keys at a non-null `keys`.
+            unsafe { std::slice::from_raw_parts(keys, keys_num) }
+        };
+        let keys: Vec<Vec<Vec<u8>>> = keys
+            .iter()
+            .map(|key| {
+                bufs(key.key_parts, key.key_parts_num)
+                    .into_iter()
+                    .map(<[u8]>::to_vec)
+                    .collect()
+            })
+            .collect();
+        let data: Vec<u8> = bufs(action, count).concat();
+        certify_status(
+            replicator.to_execute_start(conn_id, keys, &data, flags),
+            meta,
+        )
+    })
+}
+
+unsafe extern "C" fn to_execute_end(
+    wsrep: *mut wsrep_t,
+    conn_id: wsrep_conn_id_t,
+    error: *const wsrep_buf_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        let error = buf(error);
+        if !error.is_empty() {
+            let text = String::from_utf8_lossy(error);
+            instance.log(
+                WSREP_LOG_WARN,
+                &format!("a TOI statement failed on this node: {text}"),
+            );
+        }
+        replicator.to_execute_end(conn_id);
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn preordered_collect(
+    _wsrep: *mut wsrep_t,
+    _handle: *mut wsrep_po_handle_t,
+    _data: *const wsrep_buf_t,
+    _count: usize,
+    _copy: wsrep_bool_t,
+) -> wsrep_status_t {
+    WSREP_NOT_IMPLEMENTED
+}
+
+unsafe extern "C" fn preordered_commit(
+    _wsrep: *mut wsrep_t,
+    _handle: *mut wsrep_po_handle_t,
+    _source_id: *const wsrep_uuid_t,
+    _flags: u32,
+    _pa_range: c_int,
+    _commit: wsrep_bool_t,
+) -> wsrep_status_t {
+    WSREP_NOT_IMPLEMENTED
+}
+
+unsafe extern "C" fn sst_sent(
+    wsrep: *mut wsrep_t,
+    state_id: *const wsrep_gtid_t,
+    rcode: c_int,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        if state_id.is_null() {
+            return WSREP_NODE_FAIL;
+        }
+        // SAFETY: checked non-null.
+        replicator.sst_sent(from_c_gtid(unsafe { &*state_id }), rcode);
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn sst_received(
+    wsrep: *mut wsrep_t,
+    state_id: *const wsrep_gtid_t,
+    _state: *const wsrep_buf_t,
+    rcode: c_int,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        if state_id.is_null() {
+            return WSREP_NODE_FAIL;
+        }
+        // SAFETY: checked non-null.
+        match replicator.sst_received(from_c_gtid(unsafe { &*state_id }), rcode) {
+            Ok(()) => WSREP_OK,
+            Err(_) => WSREP_CONN_FAIL,
+        }
+    })
+}
+
+unsafe extern "C" fn snapshot(
+    _wsrep: *mut wsrep_t,
+    _msg: *const wsrep_buf_t,
+    _donor_spec: *const c_char,
+) -> wsrep_status_t {
+    WSREP_NOT_IMPLEMENTED
+}
+
+unsafe extern "C" fn stats_get(wsrep: *mut wsrep_t) -> *mut wsrep_stats_var {
+    with_instance(wsrep, std::ptr::null_mut(), |instance| {
+        let known = instance.replicator().map(|r| r.stats()).unwrap_or_default();
+        let mut strings = Vec::new();
+        let mut vars = Vec::new();
+        for var in status_vars::provider_vars() {
+            let value = known
+                .iter()
+                .find(|(name, _)| *name == var.name)
+                .map(|(_, v)| v.clone());
+            let name = c_string(var.name);
+            let name_ptr = name.as_ptr();
+            strings.push(name);
+            let entry = match value.as_deref().map(str::parse::<i64>) {
+                Some(Ok(number)) => wsrep_stats_var {
+                    name: name_ptr,
+                    r#type: WSREP_VAR_INT64,
+                    value: wsrep_stats_value { _int64: number },
+                },
+                None if matches!(var.kind, status_vars::ValueKind::Int) => wsrep_stats_var {
+                    name: name_ptr,
+                    r#type: WSREP_VAR_INT64,
+                    value: wsrep_stats_value { _int64: 0 },
+                },
+                _ => {
+                    let text = c_string(value.as_deref().unwrap_or_default());
+                    let text_ptr = text.as_ptr();
+                    strings.push(text);
+                    wsrep_stats_var {
+                        name: name_ptr,
+                        r#type: WSREP_VAR_STRING,
+                        value: wsrep_stats_value { _string: text_ptr },
+                    }
+                }
+            };
+            vars.push(entry);
+        }
+        vars.push(wsrep_stats_var {
+            name: std::ptr::null(),
+            r#type: WSREP_VAR_STRING,
+            value: wsrep_stats_value { _int64: 0 },
+        });
+        let mut block = StatsBlock {
+            vars,
+            _strings: strings,
+        };
+        let pointer = block.vars.as_mut_ptr();
+        lock(&instance.stats).insert(pointer as usize, block);
+        pointer
+    })
+}
+
+unsafe extern "C" fn stats_free(wsrep: *mut wsrep_t, var_array: *mut wsrep_stats_var) {
+    with_instance(wsrep, (), |instance| {
+        lock(&instance.stats).remove(&(var_array as usize));
+    });
+}
+
+unsafe extern "C" fn stats_reset(_wsrep: *mut wsrep_t) {}
+
+unsafe extern "C" fn pause(wsrep: *mut wsrep_t) -> wsrep_seqno_t {
+    with_instance(wsrep, -1, |instance| {
+        instance.replicator().map_or(-1, |r| r.pause().0)
+    })
+}
+
+unsafe extern "C" fn resume(wsrep: *mut wsrep_t) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        if let Some(replicator) = instance.replicator() {
+            replicator.resume();
+        }
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn desync(wsrep: *mut wsrep_t) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        if let Some(replicator) = instance.replicator() {
+            replicator.desync();
+        }
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn resync(wsrep: *mut wsrep_t) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        if let Some(replicator) = instance.replicator() {
+            replicator.resync();
+        }
+        WSREP_OK
+    })
+}
+
+unsafe extern "C" fn lock_fn(
+    _wsrep: *mut wsrep_t,
+    _name: *const c_char,
+    _shared: wsrep_bool_t,
+    _owner: u64,
+    _tout: i64,
+) -> wsrep_status_t {
+    WSREP_NOT_IMPLEMENTED
+}
+
+unsafe extern "C" fn unlock_fn(
+    _wsrep: *mut wsrep_t,
+    _name: *const c_char,
+    _owner: u64,
+) -> wsrep_status_t {
+    WSREP_NOT_IMPLEMENTED
+}
+
+unsafe extern "C" fn is_locked(
+    _wsrep: *mut wsrep_t,
+    _name: *const c_char,
+    _conn: *mut u64,
+    _node: *mut wsrep_uuid_t,
+) -> wsrep_bool_t {
+    false
+}
+
+/// Idempotent: the server calls it twice, the second time just before `dlclose`. Every
+/// thread of the instance is joined before it returns.
+unsafe extern "C" fn free(wsrep: *mut wsrep_t) {
+    if wsrep.is_null() {
+        return;
+    }
+    // SAFETY: the server's wsrep_t; ctx is ours.
+    let ctx = unsafe { std::mem::replace(&mut (*wsrep).ctx, std::ptr::null_mut()) };
+    let _ = std::panic::catch_unwind(|| crate::drop_instance(ctx));
+}
