@@ -1,0 +1,525 @@
+//! The cluster's layout on disk, its ports and the `my.cnf` of each node.
+//!
+//! Everything here is pure: paths and file texts are computed from a [`ClusterConfig`], so
+//! the generated configuration can be unit-tested without starting anything.
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+/// Most nodes a cluster may have (the port layout leaves room for nine).
+pub const MAX_NODES: usize = 9;
+/// Default for `--nodes`.
+pub const DEFAULT_NODES: usize = 3;
+/// Default for `--base-port`: node `i` serves SQL on `base + i`, group traffic on
+/// `base + 100 + 10 * i` and IST/SST on the two ports after that.
+pub const DEFAULT_BASE_PORT: u16 = 13300;
+/// Highest accepted `--base-port`, so that every derived port stays below 65536.
+pub const MAX_BASE_PORT: u16 = 65000;
+/// `wsrep_cluster_name` of every cluster this tool creates.
+pub const CLUSTER_NAME: &str = "trireme";
+/// The system user the servers run as when `trireme` runs as root.
+pub const SERVER_USER: &str = "trireme";
+/// The file in the cluster directory that records how the cluster was created.
+pub const CONFIG_FILE: &str = "trireme-cluster.conf";
+/// Longest path a Unix socket may have (`sun_path` holds 108 bytes including the NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// How joiners receive their state (`wsrep_sst_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SstMethod {
+    /// `wsrep_sst_rsync`: copies the donor's files with an rsync daemon.
+    #[default]
+    Rsync,
+    /// `wsrep_sst_mariabackup`: streams a hot backup through socat.
+    Mariabackup,
+}
+
+impl SstMethod {
+    /// The value of `wsrep_sst_method`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SstMethod::Rsync => "rsync",
+            SstMethod::Mariabackup => "mariabackup",
+        }
+    }
+}
+
+impl fmt::Display for SstMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SstMethod {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "rsync" => Ok(SstMethod::Rsync),
+            "mariabackup" => Ok(SstMethod::Mariabackup),
+            other => bail!("unknown SST method {other:?}: use rsync or mariabackup"),
+        }
+    }
+}
+
+/// The four TCP ports of one node, all bound on 127.0.0.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodePorts {
+    /// The SQL port (`port`).
+    pub sql: u16,
+    /// Group communication (`gmcast.listen_addr`, `wsrep_node_address`).
+    pub group: u16,
+    /// Incremental state transfer receiver (`ist.recv_addr`).
+    pub ist: u16,
+    /// State snapshot transfer receiver (`wsrep_sst_receive_address`).
+    pub sst: u16,
+}
+
+impl NodePorts {
+    /// The ports of node `node` (1-based) for a cluster whose base port is `base_port`.
+    ///
+    /// Requires `1 <= node <= MAX_NODES` and `base_port <= MAX_BASE_PORT`.
+    pub fn for_node(base_port: u16, node: usize) -> NodePorts {
+        assert!((1..=MAX_NODES).contains(&node), "node {node} out of range");
+        assert!(base_port <= MAX_BASE_PORT, "base port {base_port} too high");
+        let n = u16::try_from(node).expect("node fits in u16");
+        let group = base_port + 100 + 10 * n;
+        NodePorts {
+            sql: base_port + n,
+            group,
+            ist: group + 1,
+            sst: group + 2,
+        }
+    }
+
+    /// Every port with what it is for, for error messages.
+    pub fn labelled(&self) -> [(u16, &'static str); 4] {
+        [
+            (self.sql, "SQL"),
+            (self.group, "group"),
+            (self.ist, "IST"),
+            (self.sst, "SST"),
+        ]
+    }
+}
+
+/// How a cluster was created: enough to regenerate every path, port and `my.cnf`.
+/// Saved as `key=value` lines in [`CONFIG_FILE`] in the cluster directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// The cluster directory (absolute).
+    pub dir: PathBuf,
+    /// Number of nodes, `1..=MAX_NODES`.
+    pub nodes: usize,
+    /// See [`NodePorts::for_node`].
+    pub base_port: u16,
+    /// Absolute path of the wsrep provider library.
+    pub provider: PathBuf,
+    /// `wsrep_sst_method`.
+    pub sst_method: SstMethod,
+    /// The OS user the servers run as (`mariadbd --user`), or `None` when they run as the
+    /// user who runs `trireme` (which is then not root).
+    pub user: Option<String>,
+}
+
+impl ClusterConfig {
+    /// Checks the values a user can get wrong; the message says what to change.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=MAX_NODES).contains(&self.nodes) {
+            bail!(
+                "--nodes {} is out of range: use 1 to {MAX_NODES}",
+                self.nodes
+            );
+        }
+        if !(1024..=MAX_BASE_PORT).contains(&self.base_port) {
+            bail!(
+                "--base-port {} is out of range: use 1024 to {MAX_BASE_PORT}",
+                self.base_port
+            );
+        }
+        if !self.dir.is_absolute() {
+            bail!(
+                "cluster directory {} must be an absolute path",
+                self.dir.display()
+            );
+        }
+        for (what, path) in [
+            ("cluster directory", &self.dir),
+            ("provider", &self.provider),
+        ] {
+            let text = path
+                .to_str()
+                .ok_or_else(|| anyhow!("{what} path {} is not valid UTF-8", path.display()))?;
+            if text
+                .chars()
+                .any(|c| c.is_whitespace() || matches!(c, '#' | '"' | '\'' | ';'))
+            {
+                bail!(
+                    "{what} path {text:?} contains whitespace, a quote, '#' or ';', which \
+                     my.cnf and the SST scripts cannot carry: choose another path"
+                );
+            }
+        }
+        let socket = self.socket(self.nodes);
+        let socket_len = socket.as_os_str().len();
+        if socket_len > MAX_SOCKET_PATH {
+            bail!(
+                "socket path {} is {socket_len} bytes, more than the {MAX_SOCKET_PATH} a Unix \
+                 socket allows: choose a shorter --dir",
+                socket.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// `DIR/nodeI`: the node's own directory (socket, pid file, logs, my.cnf).
+    pub fn node_dir(&self, node: usize) -> PathBuf {
+        self.dir.join(format!("node{node}"))
+    }
+
+    /// `DIR/nodeI/data`: the datadir.
+    pub fn datadir(&self, node: usize) -> PathBuf {
+        self.node_dir(node).join("data")
+    }
+
+    /// `DIR/nodeI/my.cnf`.
+    pub fn cnf_path(&self, node: usize) -> PathBuf {
+        self.node_dir(node).join("my.cnf")
+    }
+
+    /// `DIR/nodeI/mysqld.sock`.
+    pub fn socket(&self, node: usize) -> PathBuf {
+        self.node_dir(node).join("mysqld.sock")
+    }
+
+    /// `DIR/nodeI/mysqld.pid`.
+    pub fn pid_file(&self, node: usize) -> PathBuf {
+        self.node_dir(node).join("mysqld.pid")
+    }
+
+    /// `DIR/nodeI/error.log`: the server's `log-error`.
+    pub fn error_log(&self, node: usize) -> PathBuf {
+        self.node_dir(node).join("error.log")
+    }
+
+    /// `DIR/nodeI/mariadbd.out`: the server's stdout and stderr.
+    pub fn stdout_log(&self, node: usize) -> PathBuf {
+        self.node_dir(node).join("mariadbd.out")
+    }
+
+    /// `DIR/nodeI/data/grastate.dat`: Galera's saved state.
+    pub fn grastate_path(&self, node: usize) -> PathBuf {
+        self.datadir(node).join("grastate.dat")
+    }
+
+    /// The ports of `node`.
+    pub fn ports(&self, node: usize) -> NodePorts {
+        NodePorts::for_node(self.base_port, node)
+    }
+
+    /// `gcomm://127.0.0.1:G1,127.0.0.1:G2,...` over every node's group port.
+    pub fn cluster_address(&self) -> String {
+        let members: Vec<String> = (1..=self.nodes)
+            .map(|n| format!("127.0.0.1:{}", self.ports(n).group))
+            .collect();
+        format!("gcomm://{}", members.join(","))
+    }
+
+    /// The text of `DIR/nodeI/my.cnf`.
+    pub fn render_my_cnf(&self, node: usize) -> String {
+        let p = self.ports(node);
+        let path = |p: PathBuf| p.display().to_string();
+        let mut lines: Vec<String> = vec![
+            format!(
+                "# Generated by `trireme cluster up` for node{node} of the cluster in {}.",
+                self.dir.display()
+            ),
+            "# Start: mariadbd --defaults-file=<this file> [--user=trireme] \
+             [--wsrep-new-cluster]"
+                .to_string(),
+            String::new(),
+            "[mysqld]".to_string(),
+            format!("datadir={}", path(self.datadir(node))),
+            format!("socket={}", path(self.socket(node))),
+            format!("port={}", p.sql),
+            "bind-address=127.0.0.1".to_string(),
+            format!("pid-file={}", path(self.pid_file(node))),
+            format!("log-error={}", path(self.error_log(node))),
+            "skip-name-resolve".to_string(),
+            "binlog_format=ROW".to_string(),
+            "default_storage_engine=InnoDB".to_string(),
+            "innodb_autoinc_lock_mode=2".to_string(),
+            "innodb_buffer_pool_size=64M".to_string(),
+            "innodb_log_file_size=32M".to_string(),
+            String::new(),
+            "wsrep_on=ON".to_string(),
+            format!("wsrep_provider={}", path(self.provider.clone())),
+            format!("wsrep_cluster_name={CLUSTER_NAME}"),
+            format!("wsrep_cluster_address={}", self.cluster_address()),
+            format!("wsrep_node_name=node{node}"),
+            format!("wsrep_node_address=127.0.0.1:{}", p.group),
+            format!("wsrep_node_incoming_address=127.0.0.1:{}", p.sql),
+            format!(
+                "wsrep_provider_options=\"gmcast.listen_addr=tcp://127.0.0.1:{}; \
+                 ist.recv_addr=127.0.0.1:{}; gcache.size=64M\"",
+                p.group, p.ist
+            ),
+            format!("wsrep_sst_method={}", self.sst_method),
+            format!("wsrep_sst_receive_address=127.0.0.1:{}", p.sst),
+            "wsrep_slave_threads=2".to_string(),
+        ];
+        if self.sst_method == SstMethod::Mariabackup {
+            // mariabackup logs into the donor over its socket; root has no password here.
+            lines.push("wsrep_sst_auth=root:".to_string());
+        }
+        lines.extend([
+            String::new(),
+            "[client]".to_string(),
+            format!("socket={}", path(self.socket(node))),
+            "user=root".to_string(),
+            String::new(),
+        ]);
+        lines.join("\n")
+    }
+
+    /// The text of [`CONFIG_FILE`].
+    pub fn to_file_text(&self) -> String {
+        format!(
+            "# Written by `trireme cluster up`; read by every other `trireme cluster` command.\n\
+             nodes={}\nbase_port={}\nprovider={}\nsst_method={}\nuser={}\n",
+            self.nodes,
+            self.base_port,
+            self.provider.display(),
+            self.sst_method,
+            self.user.as_deref().unwrap_or(""),
+        )
+    }
+
+    /// Parses the text of [`CONFIG_FILE`] for the cluster in `dir`.
+    pub fn parse_file_text(dir: &Path, text: &str) -> Result<ClusterConfig> {
+        let mut nodes = None;
+        let mut base_port = None;
+        let mut provider = None;
+        let mut sst_method = None;
+        let mut user = None;
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (key, value) = line
+                .split_once('=')
+                .ok_or_else(|| anyhow!("line {}: expected key=value, got {line:?}", number + 1))?;
+            let value = value.trim();
+            match key.trim() {
+                "nodes" => nodes = Some(value.parse().context("nodes")?),
+                "base_port" => base_port = Some(value.parse().context("base_port")?),
+                "provider" => provider = Some(PathBuf::from(value)),
+                "sst_method" => sst_method = Some(value.parse()?),
+                "user" => user = Some((!value.is_empty()).then(|| value.to_string())),
+                other => bail!("line {}: unknown key {other:?}", number + 1),
+            }
+        }
+        let config = ClusterConfig {
+            dir: dir.to_path_buf(),
+            nodes: nodes.ok_or_else(|| anyhow!("missing nodes="))?,
+            base_port: base_port.ok_or_else(|| anyhow!("missing base_port="))?,
+            provider: provider.ok_or_else(|| anyhow!("missing provider="))?,
+            sst_method: sst_method.ok_or_else(|| anyhow!("missing sst_method="))?,
+            user: user.ok_or_else(|| anyhow!("missing user="))?,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads [`CONFIG_FILE`] from `dir` (which must be absolute).
+    pub fn load(dir: &Path) -> Result<ClusterConfig> {
+        let path = dir.join(CONFIG_FILE);
+        let text = fs::read_to_string(&path).with_context(|| {
+            format!(
+                "cannot read {}: is {} a cluster created by `trireme cluster up`?",
+                path.display(),
+                dir.display()
+            )
+        })?;
+        ClusterConfig::parse_file_text(dir, &text)
+            .with_context(|| format!("{} is malformed", path.display()))
+    }
+
+    /// Writes [`CONFIG_FILE`] into the cluster directory.
+    pub fn save(&self) -> Result<()> {
+        let path = self.dir.join(CONFIG_FILE);
+        fs::write(&path, self.to_file_text())
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ClusterConfig {
+        ClusterConfig {
+            dir: PathBuf::from("/tmp/tc"),
+            nodes: 3,
+            base_port: 20000,
+            provider: PathBuf::from("/usr/lib/galera/libgalera_smm.so"),
+            sst_method: SstMethod::Rsync,
+            user: Some("trireme".to_string()),
+        }
+    }
+
+    /// The `key=value` settings of the `[mysqld]` section.
+    fn mysqld_settings(cnf: &str) -> Vec<(String, String)> {
+        let section = cnf
+            .split("[mysqld]")
+            .nth(1)
+            .unwrap()
+            .split("\n[")
+            .next()
+            .unwrap();
+        section
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| match l.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                None => (l.to_string(), String::new()),
+            })
+            .collect()
+    }
+
+    fn get<'a>(settings: &'a [(String, String)], key: &str) -> &'a str {
+        let found: Vec<_> = settings.iter().filter(|(k, _)| k == key).collect();
+        assert_eq!(found.len(), 1, "{key} must appear exactly once");
+        &found[0].1
+    }
+
+    #[test]
+    fn ports_are_distinct_across_a_full_cluster() {
+        let mut all = Vec::new();
+        for node in 1..=MAX_NODES {
+            let p = NodePorts::for_node(MAX_BASE_PORT, node);
+            all.extend(p.labelled().map(|(port, _)| port));
+        }
+        let count = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), count, "every port of every node is distinct");
+        assert_eq!(
+            NodePorts::for_node(13300, 1),
+            NodePorts {
+                sql: 13301,
+                group: 13410,
+                ist: 13411,
+                sst: 13412
+            }
+        );
+    }
+
+    #[test]
+    fn my_cnf_has_every_setting_for_node_two() {
+        let cnf = config().render_my_cnf(2);
+        let s = mysqld_settings(&cnf);
+        assert_eq!(get(&s, "datadir"), "/tmp/tc/node2/data");
+        assert_eq!(get(&s, "socket"), "/tmp/tc/node2/mysqld.sock");
+        assert_eq!(get(&s, "port"), "20002");
+        assert_eq!(get(&s, "bind-address"), "127.0.0.1");
+        assert_eq!(get(&s, "pid-file"), "/tmp/tc/node2/mysqld.pid");
+        assert_eq!(get(&s, "log-error"), "/tmp/tc/node2/error.log");
+        assert_eq!(get(&s, "binlog_format"), "ROW");
+        assert_eq!(get(&s, "default_storage_engine"), "InnoDB");
+        assert_eq!(get(&s, "innodb_autoinc_lock_mode"), "2");
+        assert_eq!(get(&s, "innodb_buffer_pool_size"), "64M");
+        assert_eq!(get(&s, "wsrep_on"), "ON");
+        assert_eq!(
+            get(&s, "wsrep_provider"),
+            "/usr/lib/galera/libgalera_smm.so"
+        );
+        assert_eq!(get(&s, "wsrep_cluster_name"), "trireme");
+        assert_eq!(
+            get(&s, "wsrep_cluster_address"),
+            "gcomm://127.0.0.1:20110,127.0.0.1:20120,127.0.0.1:20130"
+        );
+        assert_eq!(get(&s, "wsrep_node_name"), "node2");
+        assert_eq!(get(&s, "wsrep_node_address"), "127.0.0.1:20120");
+        assert_eq!(
+            get(&s, "wsrep_provider_options"),
+            "\"gmcast.listen_addr=tcp://127.0.0.1:20120; ist.recv_addr=127.0.0.1:20121; \
+             gcache.size=64M\""
+        );
+        assert_eq!(get(&s, "wsrep_sst_method"), "rsync");
+        assert_eq!(get(&s, "wsrep_sst_receive_address"), "127.0.0.1:20122");
+        assert_eq!(get(&s, "wsrep_slave_threads"), "2");
+        assert_eq!(get(&s, "skip-name-resolve"), "");
+        assert!(
+            s.iter().all(|(k, _)| k != "wsrep_sst_auth"),
+            "rsync needs no SST user"
+        );
+        assert!(cnf.contains("[client]\nsocket=/tmp/tc/node2/mysqld.sock\nuser=root\n"));
+    }
+
+    #[test]
+    fn my_cnf_for_mariabackup_names_the_sst_user() {
+        let mut c = config();
+        c.sst_method = SstMethod::Mariabackup;
+        let s = mysqld_settings(&c.render_my_cnf(1));
+        assert_eq!(get(&s, "wsrep_sst_method"), "mariabackup");
+        assert_eq!(get(&s, "wsrep_sst_auth"), "root:");
+    }
+
+    #[test]
+    fn every_address_in_my_cnf_is_on_loopback() {
+        let cnf = config().render_my_cnf(3);
+        for (i, _) in cnf.match_indices("://").chain(cnf.match_indices("addr")) {
+            let rest = &cnf[i..];
+            let line = rest.lines().next().unwrap();
+            if let Some(pos) = line.find(|c: char| c.is_ascii_digit()) {
+                assert!(
+                    line[pos..].starts_with("127.0.0.1"),
+                    "non-loopback address in {line}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn config_file_round_trips() {
+        for user in [Some("trireme".to_string()), None] {
+            let mut c = config();
+            c.user = user;
+            c.sst_method = SstMethod::Mariabackup;
+            let parsed = ClusterConfig::parse_file_text(&c.dir, &c.to_file_text()).unwrap();
+            assert_eq!(parsed, c);
+        }
+        assert!(ClusterConfig::parse_file_text(Path::new("/x"), "nodes=3\n").is_err());
+    }
+
+    #[test]
+    fn validate_rejects_bad_values_with_a_hint() {
+        let mut c = config();
+        c.nodes = 10;
+        assert!(c.validate().unwrap_err().to_string().contains("--nodes"));
+        let mut c = config();
+        c.base_port = 65500;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--base-port"));
+        let mut c = config();
+        c.dir = PathBuf::from(format!("/tmp/{}", "d".repeat(100)));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("shorter --dir"));
+        let mut c = config();
+        c.dir = PathBuf::from("/tmp/with space");
+        assert!(c.validate().is_err());
+        config().validate().unwrap();
+    }
+}
