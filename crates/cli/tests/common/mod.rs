@@ -1,0 +1,121 @@
+//! Helpers shared by the real-MariaDB cluster tests.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cli::{find_free_base_port, Cluster, MARIADBD};
+
+/// Nodes in every test cluster.
+pub const NODES: usize = 3;
+
+/// Stops whatever still runs in the cluster directory, then removes it, even when the test
+/// fails half-way.
+pub struct ClusterGuard {
+    pub dir: tempfile::TempDir,
+}
+
+impl ClusterGuard {
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        if let Ok(cluster) = Cluster::open(self.path()) {
+            if let Err(e) = cluster.down() {
+                eprintln!("cleanup: {e:#}");
+            }
+        }
+    }
+}
+
+pub fn preflight(provider: &Path) {
+    assert!(
+        Path::new(MARIADBD).is_file(),
+        "{MARIADBD} is missing: run scripts/setup.sh to install MariaDB 10.11 and Galera 4"
+    );
+    assert!(
+        provider.is_file(),
+        "the provider {} is missing: run scripts/setup.sh to install MariaDB 10.11 and Galera 4",
+        provider.display()
+    );
+    cli::check_mariadb_installed().expect("MariaDB tools missing: run scripts/setup.sh");
+}
+
+/// The single value a query returns.
+pub fn value(cluster: &Cluster, node: usize, stmt: &str) -> String {
+    cluster
+        .sql(node, stmt)
+        .unwrap_or_else(|e| panic!("node{node}: {stmt}: {e:#}"))
+        .trim()
+        .to_string()
+}
+
+/// `(row count, CHECKSUM TABLE)` of the test table on `node`.
+pub fn table_state(cluster: &Cluster, node: usize) -> (u64, String) {
+    let count = value(cluster, node, "SELECT COUNT(*) FROM trireme_test.t")
+        .parse()
+        .unwrap();
+    let checksum = value(cluster, node, "CHECKSUM TABLE trireme_test.t");
+    let checksum = checksum
+        .split('\t')
+        .nth(1)
+        .expect("table<TAB>checksum")
+        .to_string();
+    (count, checksum)
+}
+
+/// Waits (at most 60 s: replication applies asynchronously on the other nodes) until every
+/// node has `rows` rows and all checksums agree; returns the checksum.
+pub fn wait_consistent(cluster: &Cluster, rows: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let states: Vec<(u64, String)> = (1..=NODES).map(|n| table_state(cluster, n)).collect();
+        if states.iter().all(|s| *s == states[0]) && states[0].0 == rows {
+            return states[0].1.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nodes disagree after 60 s: {states:?}"
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub fn assert_all_synced(cluster: &Cluster) {
+    let status = cluster.status();
+    let table = cli::format_status_table(&status);
+    eprintln!("{table}");
+    for node in &status {
+        assert!(node.is_synced(), "node{} not synced:\n{table}", node.node);
+        assert_eq!(
+            node.cluster_size(),
+            Some(NODES),
+            "node{} size:\n{table}",
+            node.node
+        );
+        assert_eq!(node.var("wsrep_cluster_status"), Some("Primary"));
+    }
+}
+
+/// A fresh cluster directory and a free port range.
+pub fn new_cluster_dir() -> (ClusterGuard, u16) {
+    let dir = tempfile::Builder::new()
+        .prefix("trireme-test-")
+        .tempdir()
+        .unwrap();
+    let start = 17000 + u16::try_from(std::process::id() % 15).unwrap() * 1000;
+    let base_port = find_free_base_port(NODES, start)
+        .or_else(|| find_free_base_port(NODES, 17000))
+        .expect("no free port range below 32768");
+    (ClusterGuard { dir }, base_port)
+}
+
+/// Path of a provider, for the messages.
+pub fn show(path: &Path) -> PathBuf {
+    path.to_path_buf()
+}
