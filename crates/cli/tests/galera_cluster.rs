@@ -8,8 +8,7 @@
 #![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
 
 use std::path::{Path, PathBuf};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use cli::{Cluster, UpOptions};
 

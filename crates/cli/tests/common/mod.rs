@@ -2,23 +2,23 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use cli::{find_free_base_port, Cluster, MARIADBD};
 
 /// Nodes in every test cluster.
-pub const NODES: usize = 3;
+pub(crate) const NODES: usize = 3;
 
 /// Stops whatever still runs in the cluster directory, then removes it, even when the test
 /// fails half-way.
-pub struct ClusterGuard {
-    pub dir: tempfile::TempDir,
+pub(crate) struct ClusterGuard {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl ClusterGuard {
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 }
@@ -33,7 +33,7 @@ impl Drop for ClusterGuard {
     }
 }
 
-pub fn preflight(provider: &Path) {
+pub(crate) fn preflight(provider: &Path) {
     assert!(
         Path::new(MARIADBD).is_file(),
         "{MARIADBD} is missing: run scripts/setup.sh to install MariaDB 10.11 and Galera 4"
@@ -47,7 +47,7 @@ pub fn preflight(provider: &Path) {
 }
 
 /// The single value a query returns.
-pub fn value(cluster: &Cluster, node: usize, stmt: &str) -> String {
+pub(crate) fn value(cluster: &Cluster, node: usize, stmt: &str) -> String {
     cluster
         .sql(node, stmt)
         .unwrap_or_else(|e| panic!("node{node}: {stmt}: {e:#}"))
@@ -56,7 +56,7 @@ pub fn value(cluster: &Cluster, node: usize, stmt: &str) -> String {
 }
 
 /// `(row count, CHECKSUM TABLE)` of the test table on `node`.
-pub fn table_state(cluster: &Cluster, node: usize) -> (u64, String) {
+pub(crate) fn table_state(cluster: &Cluster, node: usize) -> (u64, String) {
     let count = value(cluster, node, "SELECT COUNT(*) FROM trireme_test.t")
         .parse()
         .unwrap();
@@ -71,7 +71,7 @@ pub fn table_state(cluster: &Cluster, node: usize) -> (u64, String) {
 
 /// Waits (at most 60 s: replication applies asynchronously on the other nodes) until every
 /// node has `rows` rows and all checksums agree; returns the checksum.
-pub fn wait_consistent(cluster: &Cluster, rows: u64) -> String {
+pub(crate) fn wait_consistent(cluster: &Cluster, rows: u64) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let states: Vec<(u64, String)> = (1..=NODES).map(|n| table_state(cluster, n)).collect();
@@ -86,7 +86,7 @@ pub fn wait_consistent(cluster: &Cluster, rows: u64) -> String {
     }
 }
 
-pub fn assert_all_synced(cluster: &Cluster) {
+pub(crate) fn assert_all_synced(cluster: &Cluster) {
     let status = cluster.status();
     let table = cli::format_status_table(&status);
     eprintln!("{table}");
@@ -103,7 +103,7 @@ pub fn assert_all_synced(cluster: &Cluster) {
 }
 
 /// A fresh cluster directory and a free port range.
-pub fn new_cluster_dir() -> (ClusterGuard, u16) {
+pub(crate) fn new_cluster_dir() -> (ClusterGuard, u16) {
     let dir = tempfile::Builder::new()
         .prefix("trireme-test-")
         .tempdir()
@@ -113,9 +113,4 @@ pub fn new_cluster_dir() -> (ClusterGuard, u16) {
         .or_else(|| find_free_base_port(NODES, 17000))
         .expect("no free port range below 32768");
     (ClusterGuard { dir }, base_port)
-}
-
-/// Path of a provider, for the messages.
-pub fn show(path: &Path) -> PathBuf {
-    path.to_path_buf()
 }
