@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Runs every test: formatting and lints, unit and integration tests (including the
-# CI-sized simulator sweep of 200 seeds with faults), then a wider simulator sweep.
+# Runs every test: formatting and lints, unit and simulation tests (including a 200-seed
+# simulator sweep with faults), real 3-node MariaDB clusters on Trireme and on Galera, then a
+# wider simulator sweep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "==> building libtrireme.so for the cluster tests"
+cargo build --quiet -p provider
 
 echo "==> cargo test"
 cargo test --workspace

@@ -465,6 +465,21 @@ impl GroupNode {
         submit_id
     }
 
+    /// Withdraws a submission that was never sent to the leader (flow control held it
+    /// back); true if withdrawn, false if it is on its way to being ordered, or unknown.
+    /// A brute-force aborted transaction uses this to give up without leaving a write-set
+    /// behind that would still be ordered.
+    pub fn cancel(&mut self, submit_id: u64) -> bool {
+        let unsent = self
+            .pending
+            .get(&submit_id)
+            .is_some_and(|p| p.sent.is_none());
+        if unsent {
+            self.pending.remove(&submit_id);
+        }
+        unsent
+    }
+
     /// Reports the node's queue of ordered-but-not-committed actions, for flow control.
     pub fn report_apply_queue(&mut self, queued: u64) {
         self.apply_queue_len = queued;
@@ -1337,7 +1352,10 @@ impl GroupNode {
     }
 
     fn propose_batch(&mut self) {
-        if self.batch.is_empty() || self.state.is_paused() {
+        // Flow control holds write-sets back at their origins, before they are sent (as
+        // Galera does): what a member already sent is ordered, so a sender never waits for
+        // an order that a paused group would not give.
+        if self.batch.is_empty() {
             return;
         }
         let mut batch = std::mem::take(&mut self.batch);

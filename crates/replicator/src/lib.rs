@@ -33,6 +33,10 @@ use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
 use transport::{GroupRunner, Role, RunnerHandle};
 use writeset::{flags, Key, WriteSet};
 
+/// A commit that waits this long for its turn is reported in the error log, with what is
+/// known about the seqno it waits for.
+const STALL_REPORT_AFTER: Duration = Duration::from_secs(10);
+
 /// The application protocol version MariaDB 10.11 needs in views.
 pub const PROTOCOL_VERSION: i32 = 4;
 
@@ -210,6 +214,8 @@ struct LocalTrx {
     aborted_by: Option<Seqno>,
     /// True once handed to the group: its ordered write-set belongs to this record.
     submitted: bool,
+    /// True once its seqno left commit order.
+    commit_done: bool,
 }
 
 enum RecvEvent {
@@ -826,10 +832,11 @@ impl Replicator {
         // Never block on the transport while holding the state lock: the dispatcher needs
         // it to hand out verdicts.
         drop(inner);
-        if runner.submit(bytes).is_err() {
+        let Ok(ticket) = runner.submit(bytes) else {
             return CertifyOutcome::NotOrdered;
-        }
+        };
         let mut inner = lock(&shared.inner);
+        let mut cancel_tried = false;
         // Wait for the dispatcher to order and certify it.
         let outcome = loop {
             let trx = inner
@@ -841,6 +848,23 @@ impl Replicator {
             }
             if inner.closing || !inner.connected {
                 break None;
+            }
+            if trx.aborted_by.is_some() && !cancel_tried {
+                // Brute-force aborted while flow control may hold the write-set back: an
+                // applier is waiting for this transaction's locks, so give up now if the
+                // write-set never left. If it did leave, it will be ordered (nothing holds
+                // sent write-sets) and the transaction is replayed.
+                cancel_tried = true;
+                drop(inner);
+                let cancelled = runner.cancel(ticket).unwrap_or(false);
+                inner = lock(&shared.inner);
+                if cancelled {
+                    if let Some(trx) = inner.trxs.get_mut(&trx_id) {
+                        trx.submitted = false;
+                    }
+                    break None;
+                }
+                continue;
             }
             inner = shared
                 .changed
@@ -888,28 +912,104 @@ impl Replicator {
 
     /// Waits for the seqno's turn to commit. `Err` if the transaction was BF-aborted.
     pub fn commit_order_enter(&self, seqno: Seqno) -> Result<(), BfAborted> {
-        self.monitors()
-            .commit
-            .enter(seqno, seqno.prev())
-            .map_err(|_| BfAborted(seqno))
+        let monitors = self.monitors();
+        loop {
+            match monitors
+                .commit
+                .enter_timeout(seqno, seqno.prev(), STALL_REPORT_AFTER)
+            {
+                Ok(()) => return Ok(()),
+                Err(order::EnterError::Interrupted(_)) => return Err(BfAborted(seqno)),
+                Err(order::EnterError::TimedOut { .. }) => {
+                    let blocker = monitors.commit.last_left().next();
+                    let message = format!(
+                        "commit of {seqno} has waited {STALL_REPORT_AFTER:?} for {blocker}: {}",
+                        self.describe(blocker)
+                    );
+                    self.shared.app.log(LogLevel::Warning, &message);
+                }
+            }
+        }
+    }
+
+    /// What this node knows about `seqno`, for stall reports.
+    fn describe(&self, seqno: Seqno) -> String {
+        let inner = lock(&self.shared.inner);
+        let local = inner.trxs.iter().find_map(|(id, trx)| {
+            trx.outcome
+                .filter(|(s, _)| *s == seqno)
+                .map(|(_, verdict)| {
+                    format!(
+                        "local transaction {id} ({verdict:?}, aborted by {:?})",
+                        trx.aborted_by
+                    )
+                })
+        });
+        let queued = inner.queue.iter().position(|event| {
+            matches!(event, RecvEvent::Apply { seqno: s, .. } if *s == seqno)
+                || matches!(event, RecvEvent::View { view, .. } if view.state_id.seqno == seqno)
+        });
+        let applying = inner.entered_apply.contains(&seqno);
+        format!(
+            "{}; queued for appliers at {queued:?}; in the apply monitor: {applying}; \
+             appliers busy {}, serial event running {}, paused {}",
+            local.unwrap_or_else(|| "no local transaction".into()),
+            inner.applying_now,
+            inner.serial_running,
+            inner.paused
+        )
     }
 
     /// Lets the next seqno commit; the seqno counts as committed.
     pub fn commit_order_leave(&self, seqno: Seqno) {
         let monitors = self.monitors();
         monitors.commit.leave(seqno);
-        let entered = lock(&self.shared.inner).entered_apply.remove(&seqno);
+        let mut inner = lock(&self.shared.inner);
+        let entered = inner.entered_apply.remove(&seqno);
+        inner.counters.commits += 1;
+        if let Some(trx) = inner
+            .trxs
+            .values_mut()
+            .find(|t| t.outcome.is_some_and(|(s, _)| s == seqno))
+        {
+            trx.commit_done = true;
+        }
+        drop(inner);
         if entered {
             monitors.apply.leave(seqno);
         }
-        lock(&self.shared.inner).counters.commits += 1;
         self.shared.changed.notify_all();
     }
 
-    /// Forgets a finished local transaction.
+    /// Forgets a finished local transaction. An ordered seqno it never took through commit
+    /// order (a rollback the server did not order) is consumed here: a seqno left behind
+    /// would stop every later commit.
     pub fn release(&self, trx_id: u64) {
         let mut inner = lock(&self.shared.inner);
-        inner.trxs.remove(&trx_id);
+        let Some(trx) = inner.trxs.remove(&trx_id) else {
+            return;
+        };
+        let Some((seqno, verdict)) = trx.outcome.filter(|_| !trx.commit_done) else {
+            return;
+        };
+        let held_apply = inner.entered_apply.remove(&seqno);
+        drop(inner);
+        let Some(monitors) = lock(&self.shared.monitors).clone() else {
+            return;
+        };
+        if !monitors.commit.is_left(seqno) {
+            monitors.commit.self_cancel(seqno);
+        }
+        if held_apply {
+            monitors.apply.leave(seqno);
+        } else if verdict.is_pass() && !monitors.apply.is_left(seqno) {
+            monitors.apply.self_cancel(seqno);
+        }
+        self.shared.app.log(
+            LogLevel::Warning,
+            &format!("transaction {trx_id} released without committing its seqno {seqno}"),
+        );
+        self.shared.changed.notify_all();
     }
 
     /// Re-applies a BF-aborted local transaction on the caller's thread.
@@ -931,8 +1031,13 @@ impl Replicator {
             .map(|t| t.data.clone())
             .unwrap_or_default();
         let monitors = self.monitors();
-        let _ = monitors.apply.enter(seqno, depends_on);
-        lock(&self.shared.inner).entered_apply.insert(seqno);
+        // A victim aborted after certification already holds its apply slot; one aborted
+        // while waiting for it does not.
+        let holds_slot = lock(&self.shared.inner).entered_apply.contains(&seqno);
+        if !holds_slot {
+            let _ = monitors.apply.enter(seqno, depends_on);
+            lock(&self.shared.inner).entered_apply.insert(seqno);
+        }
         let (cluster, own, conn_id) = {
             let inner = lock(&self.shared.inner);
             (
@@ -986,6 +1091,9 @@ impl Replicator {
         }
         trx.aborted_by = Some(bf_seqno);
         inner.counters.bf_aborts += 1;
+        drop(inner);
+        // Wake a victim waiting in `certify`.
+        self.shared.changed.notify_all();
         AbortOutcome::Aborted
     }
 
@@ -1177,6 +1285,7 @@ fn new_trx() -> LocalTrx {
         outcome: None,
         aborted_by: None,
         submitted: false,
+        commit_done: false,
     }
 }
 

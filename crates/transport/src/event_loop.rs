@@ -29,6 +29,11 @@ pub(crate) enum Event {
     LocalState(NodeState),
     /// A request for state transfer to order.
     StateRequest(group::StateRequest),
+    /// Withdraw a submission not yet sent; the answer says whether it was.
+    Cancel {
+        ticket: u64,
+        reply: std::sync::mpsc::Sender<bool>,
+    },
     /// Stop the loop.
     Shutdown,
 }
@@ -211,6 +216,18 @@ impl EventLoop {
             Event::Committed(seqno) => self.node.report_committed(seqno),
             Event::LocalState(state) => self.node.set_local_state(state),
             Event::StateRequest(request) => self.node.request_state(request),
+            Event::Cancel { ticket, reply } => {
+                let submit_id = self
+                    .tickets
+                    .current
+                    .iter()
+                    .find_map(|(id, t)| (*t == ticket).then_some(*id));
+                let cancelled = submit_id.is_some_and(|id| self.node.cancel(id));
+                if let (true, Some(id)) = (cancelled, submit_id) {
+                    self.tickets.current.remove(&id);
+                }
+                let _ = reply.send(cancelled);
+            }
             Event::Shutdown => return true,
         }
         false

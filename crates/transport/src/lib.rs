@@ -154,6 +154,14 @@ impl RunnerHandle {
         Ok(ticket)
     }
 
+    /// Withdraws a submission that flow control still holds back (never sent): true if it
+    /// will never be ordered, false if it may still be.
+    pub fn cancel(&self, ticket: u64) -> Result<bool, Stopped> {
+        let (reply, answer) = std::sync::mpsc::channel();
+        self.send(Event::Cancel { ticket, reply })?;
+        answer.recv().map_err(|_| Stopped)
+    }
+
     /// Starts a graceful leave; [`Delivery::Closed`] follows when it is done.
     pub fn leave(&self) -> Result<(), Stopped> {
         self.send(Event::Leave)
