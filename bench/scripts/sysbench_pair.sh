@@ -26,10 +26,19 @@ run_one() {
   sysbench oltp_write_only "${common[@]}" --mysql-socket="$sockets" --time="$seconds" \
     --report-interval=0 --mysql-ignore-errors=1213,1205 --percentile=95 run \
     > "$out/sysbench-$name.txt"
-  local sums=""
-  for node in 1 2 3; do
-    sums+=$("$trireme" cluster sql "$node" "CHECKSUM TABLE sbtest.sbtest1, sbtest.sbtest$tables" \
-      --dir "$dir/c" | tr '\n' ' ')"|"
+  # Let every node finish applying, then compare all tables on all nodes.
+  local tables_list="" t
+  for t in $(seq 1 "$tables"); do tables_list+="sbtest.sbtest$t,"; done
+  local sums=() node deadline=$((SECONDS + 60))
+  while :; do
+    sums=()
+    for node in 1 2 3; do
+      sums+=("$(mariadb -S "$dir/c/node$node/mysqld.sock" -uroot -N \
+        -e "CHECKSUM TABLE ${tables_list%,}" | awk '{print $2}' | tr '\n' ' ')")
+    done
+    [ "${sums[0]}" = "${sums[1]}" ] && [ "${sums[1]}" = "${sums[2]}" ] && break
+    [ $SECONDS -lt $deadline ] || break
+    sleep 1
   done
   "$trireme" cluster down --dir "$dir/c" >/dev/null
   rm -rf "$dir"
@@ -38,8 +47,7 @@ run_one() {
   p95=$(grep -oP '95th percentile:\s+\K[0-9.]+' "$out/sysbench-$name.txt")
   errors=$(grep -oP 'ignored errors:\s+\K\d+' "$out/sysbench-$name.txt")
   local equal=no
-  IFS='|' read -r a b c _ <<< "$sums"
-  [ "$a" = "$b" ] && [ "$b" = "$c" ] && equal=yes
+  [ "${sums[0]}" = "${sums[1]}" ] && [ "${sums[1]}" = "${sums[2]}" ] && equal=yes
   printf '%-8s tps %8s  p95_ms %6s  deadlocks %5s  checksums_equal %s\n' \
     "$name" "$tps" "$p95" "$errors" "$equal"
 }

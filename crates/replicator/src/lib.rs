@@ -1476,6 +1476,28 @@ impl Dispatcher {
             .filter(|trx| local && trx.submitted && trx.outcome.is_none());
         match waiting {
             Some(trx) => trx.outcome = Some((seqno, verdict)),
+            None if local => {
+                // Our own write-set with nobody waiting for it (the transaction gave up):
+                // it was ordered all the same, so it is applied like any other.
+                let known = inner
+                    .trxs
+                    .get(&write_set.trx_id)
+                    .map(|t| (t.submitted, t.outcome));
+                drop(inner);
+                let message = format!(
+                    "own write-set {seqno} of transaction {} arrived with no waiter ({known:?}); \
+                     applying it",
+                    write_set.trx_id
+                );
+                self.shared.app.log(LogLevel::Warning, &message);
+                inner = lock(&self.shared.inner);
+                inner.queue.push_back(RecvEvent::Apply {
+                    seqno,
+                    depends_on: verdict.depends_on().unwrap_or(seqno.prev()),
+                    write_set,
+                    failed: !verdict.is_pass(),
+                });
+            }
             None => {
                 inner.counters.received += 1;
                 inner.counters.received_bytes += payload.len() as u64;
