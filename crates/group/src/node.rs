@@ -1105,9 +1105,12 @@ impl GroupNode {
     }
 
     fn update_primary(&mut self) {
-        let contact = self.is_leader()
-            || (self.raw.raft.leader_id != 0
-                && self.tick - self.leader_contact_tick <= 2 * self.config.election_ticks as u64);
+        // A follower stays primary for a while without leader contact, even across a
+        // pre-vote round (which clears raft-rs's leader id): a short hiccup must not flap
+        // the server between ready and not ready. A real partition outlasts the window.
+        let window = (2 * self.config.election_ticks as u64).max(self.config.suspect_ticks() / 2);
+        let contact =
+            self.is_leader() || self.tick.saturating_sub(self.leader_contact_tick) <= window;
         let primary = self.member && contact;
         if primary == self.primary {
             return;
