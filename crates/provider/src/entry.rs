@@ -77,6 +77,18 @@ pub unsafe fn fill_function_table(table: &mut wsrep_t) {
     table.ctx = std::ptr::null_mut();
 }
 
+/// Runs `body` on the instance's replicator: `WSREP_NODE_FAIL` before `init`, and every
+/// failure of [`with_instance`] (null handle, freed or poisoned instance, panic).
+fn with_replicator(
+    wsrep: *mut wsrep_t,
+    body: impl FnOnce(&Replicator) -> wsrep_status_t,
+) -> wsrep_status_t {
+    with_instance(wsrep, WSREP_FATAL, |instance| match instance.replicator() {
+        Some(replicator) => body(&replicator),
+        None => WSREP_NODE_FAIL,
+    })
+}
+
 fn endpoint_address(host: &str, port: u16) -> Option<std::net::SocketAddr> {
     use std::net::ToSocketAddrs;
     let host = if host.is_empty() || host == "0.0.0.0" {
@@ -222,10 +234,8 @@ unsafe extern "C" fn connect(
 }
 
 unsafe extern "C" fn disconnect(wsrep: *mut wsrep_t) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_NODE_FAIL, |instance| {
-        if let Some(replicator) = instance.replicator() {
-            replicator.disconnect();
-        }
+    with_replicator(wsrep, |replicator| {
+        replicator.disconnect();
         WSREP_OK
     })
 }
@@ -740,28 +750,22 @@ unsafe extern "C" fn pause(wsrep: *mut wsrep_t) -> wsrep_seqno_t {
 }
 
 unsafe extern "C" fn resume(wsrep: *mut wsrep_t) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        if let Some(replicator) = instance.replicator() {
-            replicator.resume();
-        }
+    with_replicator(wsrep, |replicator| {
+        replicator.resume();
         WSREP_OK
     })
 }
 
 unsafe extern "C" fn desync(wsrep: *mut wsrep_t) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        if let Some(replicator) = instance.replicator() {
-            replicator.desync();
-        }
+    with_replicator(wsrep, |replicator| {
+        replicator.desync();
         WSREP_OK
     })
 }
 
 unsafe extern "C" fn resync(wsrep: *mut wsrep_t) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        if let Some(replicator) = instance.replicator() {
-            replicator.resync();
-        }
+    with_replicator(wsrep, |replicator| {
+        replicator.resync();
         WSREP_OK
     })
 }

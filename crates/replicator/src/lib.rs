@@ -11,9 +11,9 @@
 //! local verdicts to the client threads waiting in [`Replicator::certify`] and queues
 //! everything else for the server's applier threads, which sit in [`Replicator::recv`].
 //!
-//! What is not here yet: joining an existing cluster (state transfer), IST, streaming
-//! replication. A node can found a cluster and run transactions on it; a joiner is refused
-//! with a clear error.
+//! A joiner gets its data by the server's SST and its certification index from the donor
+//! (see ARCHITECTURE.md). Not here yet: IST from a gcache, streaming replication, causal
+//! reads through the total order (`sync_wait` waits for what this node has seen ordered).
 
 // This crate runs the node: it starts the dispatcher thread and waits with real timeouts.
 #![allow(clippy::disallowed_methods)]
