@@ -5,6 +5,8 @@
 //!   a deadlock error (1213), and the nodes stay equal;
 //! - a local transaction holding a row lock is brute-force aborted by a replicated write,
 //!   and the cluster does not stall;
+//! - sysbench write-only spread over the three nodes ends with no error but deadlocks, and
+//!   equal checksums;
 //! - a node killed with SIGKILL is evicted while the others keep committing, and rejoins;
 //! - the whole cluster stops cleanly and comes back from its directory alone.
 //!
@@ -53,6 +55,61 @@ fn concurrent(cluster: &Cluster, statements: [(usize, String); 2]) -> Vec<Result
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
+}
+
+/// sysbench `oltp_write_only`, 4 tables of 2,000 rows, 8 threads, 10 s, with connections
+/// spread over the three nodes' sockets.
+fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
+    cluster.sql(1, "CREATE DATABASE sbtest").unwrap();
+    let sockets: Vec<String> = (1..=NODES)
+        .map(|n| cluster.socket(n).display().to_string())
+        .collect();
+    let common = [
+        "oltp_write_only",
+        "--db-driver=mysql",
+        "--mysql-user=root",
+        "--mysql-db=sbtest",
+        "--tables=4",
+        "--table-size=2000",
+        "--threads=8",
+    ];
+    let prepare = std::process::Command::new("sysbench")
+        .args(common)
+        .arg(format!("--mysql-socket={}", sockets[0]))
+        .arg("prepare")
+        .output()
+        .expect("sysbench runs (scripts/install-deps.sh installs it)");
+    assert!(prepare.status.success(), "sysbench prepare: {prepare:?}");
+    let run = std::process::Command::new("timeout")
+        .arg("120")
+        .arg("sysbench")
+        .args(common)
+        .arg(format!("--mysql-socket={}", sockets.join(",")))
+        .args(["--time=10", "--mysql-ignore-errors=1213", "run"])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&run.stdout);
+    std::fs::write(dir.join("sysbench.txt"), report.as_bytes()).unwrap();
+    assert!(
+        run.status.success(),
+        "sysbench failed (an error other than a deadlock?):\n{report}"
+    );
+    assert!(report.contains("transactions:"), "{report}");
+    let tables = "sbtest.sbtest1, sbtest.sbtest2, sbtest.sbtest3, sbtest.sbtest4";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let sums: Vec<String> = (1..=NODES)
+            .map(|n| value(cluster, n, &format!("CHECKSUM TABLE {tables}")))
+            .collect();
+        if sums.iter().all(|s| *s == sums[0]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nodes differ after sysbench: {sums:?}"
+        );
+        thread::sleep(Duration::from_millis(500));
+    }
 }
 
 #[test]
@@ -164,6 +221,10 @@ fn a_three_node_cluster_on_trireme() {
         value(&cluster, 2, "SELECT n FROM trireme_test.t WHERE id = 2"),
         "7"
     );
+
+    // sysbench write-only, spread over all three nodes: no error but deadlocks, and the
+    // nodes end equal.
+    sysbench_spread_over_all_nodes(&cluster, guard.path());
 
     // SIGKILL node 3: the others evict it and keep committing; it rejoins by SST.
     cluster.kill(3, Signal::Kill).unwrap();

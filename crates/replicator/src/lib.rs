@@ -1084,8 +1084,12 @@ impl Replicator {
             inner.counters.bf_aborts += 1;
             drop(inner);
             if let Some(monitors) = lock(&self.shared.monitors).clone() {
-                monitors.apply.interrupt(seqno);
-                monitors.commit.interrupt(seqno);
+                // Interrupt exactly the wait the victim is in (or will be in next). An
+                // interrupt left on the commit monitor for a victim stopped at the apply
+                // monitor would later abort its own replay.
+                if !monitors.apply.interrupt(seqno) {
+                    monitors.commit.interrupt(seqno);
+                }
             }
             return AbortOutcome::Aborted;
         }
