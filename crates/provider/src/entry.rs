@@ -89,6 +89,20 @@ fn with_replicator(
     })
 }
 
+/// Logs the error text the server passes when something failed on this node (no voting yet).
+fn log_server_error(
+    instance: &crate::Instance,
+    level: wsrep_log_level_t,
+    what: &str,
+    error: *const wsrep_buf_t,
+) {
+    let error = buf(error);
+    if !error.is_empty() {
+        let text = String::from_utf8_lossy(error);
+        instance.log(level, &format!("{what} failed on this node: {text}"));
+    }
+}
+
 fn endpoint_address(host: &str, port: u16) -> Option<std::net::SocketAddr> {
     use std::net::ToSocketAddrs;
     let host = if host.is_empty() || host == "0.0.0.0" {
@@ -348,14 +362,12 @@ unsafe extern "C" fn commit_order_leave(
         let (Some(replicator), Some(seqno)) = (instance.replicator(), seqno_of(meta)) else {
             return WSREP_TRX_MISSING;
         };
-        let error = buf(error);
-        if !error.is_empty() {
-            let text = String::from_utf8_lossy(error);
-            instance.log(
-                WSREP_LOG_ERROR,
-                &format!("applying {seqno} failed on this node: {text}"),
-            );
-        }
+        log_server_error(
+            instance,
+            WSREP_LOG_ERROR,
+            &format!("applying {seqno}"),
+            error,
+        );
         replicator.commit_order_leave(seqno);
         WSREP_OK
     })
@@ -537,10 +549,7 @@ unsafe extern "C" fn last_committed_id(
     unsafe {
         *gtid = match value {
             Some(value) => to_c_gtid(value),
-            None => wsrep_gtid_t {
-                uuid: wsrep_uuid_t { data: [0; 16] },
-                seqno: WSREP_SEQNO_UNDEFINED,
-            },
+            None => WSREP_GTID_UNDEFINED,
         };
     }
     WSREP_OK
@@ -602,14 +611,7 @@ unsafe extern "C" fn to_execute_end(
         let Some(replicator) = instance.replicator() else {
             return WSREP_CONN_FAIL;
         };
-        let error = buf(error);
-        if !error.is_empty() {
-            let text = String::from_utf8_lossy(error);
-            instance.log(
-                WSREP_LOG_WARN,
-                &format!("a TOI statement failed on this node: {text}"),
-            );
-        }
+        log_server_error(instance, WSREP_LOG_WARN, "a TOI statement", error);
         replicator.to_execute_end(conn_id);
         WSREP_OK
     })

@@ -1014,7 +1014,7 @@ impl Replicator {
 
     /// Re-applies a BF-aborted local transaction on the caller's thread.
     pub fn replay(&self, trx_id: u64, ctx: RecvContext) -> Result<(), ReplicatorError> {
-        let (seqno, depends_on, write_set) = {
+        let (seqno, depends_on, trx_flags, data, conn_id, cluster, own, holds_slot) = {
             let inner = lock(&self.shared.inner);
             let trx = inner
                 .trxs
@@ -1023,29 +1023,20 @@ impl Replicator {
             let Some((seqno, Verdict::Pass { depends_on })) = trx.outcome else {
                 return Err(ReplicatorError::UnknownTransaction(trx_id));
             };
-            (seqno, depends_on, trx.flags)
+            // A victim aborted after certification already holds its apply slot; one aborted
+            // while waiting for it does not.
+            let holds_slot = inner.entered_apply.contains(&seqno);
+            let (cluster, own) = (inner.cluster, inner.own);
+            let (trx_flags, data, conn_id) = (trx.flags, trx.data.clone(), trx.conn_id);
+            (
+                seqno, depends_on, trx_flags, data, conn_id, cluster, own, holds_slot,
+            )
         };
-        let data = lock(&self.shared.inner)
-            .trxs
-            .get(&trx_id)
-            .map(|t| t.data.clone())
-            .unwrap_or_default();
         let monitors = self.monitors();
-        // A victim aborted after certification already holds its apply slot; one aborted
-        // while waiting for it does not.
-        let holds_slot = lock(&self.shared.inner).entered_apply.contains(&seqno);
         if !holds_slot {
             let _ = monitors.apply.enter(seqno, depends_on);
             lock(&self.shared.inner).entered_apply.insert(seqno);
         }
-        let (cluster, own, conn_id) = {
-            let inner = lock(&self.shared.inner);
-            (
-                inner.cluster,
-                inner.own,
-                inner.trxs.get(&trx_id).map_or(0, |t| t.conn_id),
-            )
-        };
         let action = ApplyAction {
             meta: Meta {
                 gtid: Gtid { cluster, seqno },
@@ -1054,7 +1045,7 @@ impl Replicator {
                 conn_id,
                 depends_on,
             },
-            flags: write_set,
+            flags: trx_flags,
             data: &data,
         };
         let mut exit_loop = false;
