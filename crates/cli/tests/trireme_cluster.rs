@@ -5,8 +5,11 @@
 //!   a deadlock error (1213), and the nodes stay equal;
 //! - a local transaction holding a row lock is brute-force aborted by a replicated write,
 //!   and the cluster does not stall;
+//! - a causal read (`wsrep_sync_wait=1`) on node 2 sees a large write committed on node 1
+//!   just before, while node 2 is still applying it;
 //! - sysbench write-only spread over the three nodes ends with no error but deadlocks, and
 //!   equal checksums;
+//! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
 //! - a node killed with SIGKILL is evicted while the others keep committing, and rejoins;
 //! - the whole cluster stops cleanly and comes back from its directory alone.
 //!
@@ -110,6 +113,54 @@ fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
         );
         thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// A write big enough that node 2 needs a while to apply it, then at once a read on node 2
+/// with `wsrep_sync_wait=1`: it must wait and see the write.
+fn causal_reads_see_the_latest_commit(cluster: &Cluster) {
+    cluster
+        .sql(
+            1,
+            "CREATE TABLE trireme_test.causal (id INT PRIMARY KEY, v INT NOT NULL)",
+        )
+        .unwrap();
+    let before: u64 = value(cluster, 2, "SHOW STATUS LIKE 'wsrep_causal_reads'")
+        .split('\t')
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("wsrep_causal_reads is reported");
+    for round in 1..=3u32 {
+        let rows = 50_000 * round;
+        cluster
+            .sql(
+                1,
+                &format!(
+                    "INSERT INTO trireme_test.causal SELECT seq, {round} \
+                     FROM trireme_test.seq_1_to_{rows} ON DUPLICATE KEY UPDATE v = {round}"
+                ),
+            )
+            .unwrap();
+        let seen = value(
+            cluster,
+            2,
+            &format!(
+                "SET SESSION wsrep_sync_wait = 1; \
+                 SELECT COUNT(*) FROM trireme_test.causal WHERE v = {round}"
+            ),
+        );
+        assert_eq!(
+            seen,
+            rows.to_string(),
+            "round {round}: the causal read on node 2 missed node 1's commit"
+        );
+    }
+    let after: u64 = value(cluster, 2, "SHOW STATUS LIKE 'wsrep_causal_reads'")
+        .split('\t')
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(after >= before + 3, "causal reads counted: {before} -> {after}");
+    cluster.sql(1, "DROP TABLE trireme_test.causal").unwrap();
 }
 
 #[test]
@@ -222,9 +273,23 @@ fn a_three_node_cluster_on_trireme() {
         "7"
     );
 
+    causal_reads_see_the_latest_commit(&cluster);
+
     // sysbench write-only, spread over all three nodes: no error but deadlocks, and the
     // nodes end equal.
     sysbench_spread_over_all_nodes(&cluster, guard.path());
+
+    // Node 3 stops cleanly: the two others keep committing; node 3 comes back.
+    cluster.stop_node(3).unwrap();
+    assert!(cluster.pid(3).is_none(), "node 3 stopped");
+    assert_eq!(cluster.node_status(1).cluster_size(), Some(2));
+    insert_rows(&cluster, 1, 4000, 5);
+    insert_rows(&cluster, 2, 4005, 5);
+    cluster
+        .start_node(3)
+        .unwrap_or_else(|e| panic!("restart node3 after a clean stop: {e:#}"));
+    assert_all_synced(&cluster);
+    wait_consistent(&cluster, 130);
 
     // SIGKILL node 3: the others evict it and keep committing; it rejoins by SST.
     cluster.kill(3, Signal::Kill).unwrap();
@@ -249,7 +314,7 @@ fn a_three_node_cluster_on_trireme() {
         .start_node(3)
         .unwrap_or_else(|e| panic!("restart node3: {e:#}"));
     assert_all_synced(&cluster);
-    let rows = 120 + u64::from(next_id - 5000);
+    let rows = 130 + u64::from(next_id - 5000);
     wait_consistent(&cluster, rows);
 
     // A clean stop of everything, then back from the directory alone.

@@ -27,6 +27,9 @@ pub struct GroupConfig {
     /// `gcs.fc_factor`: the member asks to resume once its queue is at or below
     /// `fc_limit * fc_factor`.
     pub fc_factor: f64,
+    /// `gcs.fc_single_primary`: one node writes, so the limit is not scaled by the
+    /// cluster size.
+    pub fc_single_primary: bool,
     /// Largest ordered batch, in payload bytes; bigger batches are split into several entries.
     pub batch_bytes_max: usize,
     /// A submission not yet seen ordered after this many ticks is sent to the leader again.
@@ -53,6 +56,7 @@ impl Default for GroupConfig {
             inactive_timeout: Duration::from_secs(15),
             fc_limit: 16,
             fc_factor: 1.0,
+            fc_single_primary: false,
             batch_bytes_max: 1 << 20,
             resend_ticks: 50,
             log_retain_entries: 10_000,
@@ -100,9 +104,19 @@ impl GroupConfig {
         nanos.div_ceil(self.tick_interval_ns.max(1))
     }
 
+    /// The queue length above which a member asks the group to pause, in a component of
+    /// `members`. As in Galera, a multi-writer cluster scales `gcs.fc_limit` by the square
+    /// root of its size: more writers make a member's queue noisier.
+    pub fn fc_stop_above(&self, members: usize) -> u64 {
+        if self.fc_single_primary || members <= 1 {
+            return self.fc_limit;
+        }
+        (self.fc_limit as f64 * (members as f64).sqrt()).round() as u64
+    }
+
     /// The queue length at or below which a member that asked for a pause lets go.
-    pub fn fc_resume_at(&self) -> u64 {
-        (self.fc_limit as f64 * self.fc_factor).floor() as u64
+    pub fn fc_resume_at(&self, members: usize) -> u64 {
+        (self.fc_stop_above(members) as f64 * self.fc_factor).floor() as u64
     }
 
     /// Applies one `name=value` provider option. Returns `Ok(false)` for a name this layer
@@ -233,7 +247,15 @@ mod tests {
         assert_eq!(config.suspect_ticks(), 200);
         assert_eq!(config.apply_option("gcs.fc_limit", "100"), Ok(true));
         assert_eq!(config.apply_option("gcs.fc_factor", "0.5"), Ok(true));
-        assert_eq!(config.fc_resume_at(), 50);
+        assert_eq!(config.fc_resume_at(1), 50);
+        assert_eq!(
+            config.fc_stop_above(3),
+            173,
+            "scaled by the square root of the size"
+        );
+        assert_eq!(config.fc_resume_at(4), 100);
+        config.fc_single_primary = true;
+        assert_eq!(config.fc_stop_above(9), 100, "one writer: no scaling");
         assert_eq!(config.apply_option("gcache.size", "1G"), Ok(false));
         let error = config.apply_option("gcs.fc_factor", "2").unwrap_err();
         assert!(error.to_string().contains("gcs.fc_factor"), "{error}");

@@ -106,6 +106,14 @@ pub enum Delivery {
         /// True if this node is the chosen donor.
         donor_is_me: bool,
     },
+    /// The answer to [`GroupNode::causal_read`]: everything the group had ordered when the
+    /// read was asked is at or below `seqno`, and was delivered before this.
+    Causal {
+        /// The caller's request id.
+        id: u64,
+        /// The seqno a causal read must wait for.
+        seqno: Seqno,
+    },
     /// The node left the group (graceful leave finished).
     Closed,
 }
@@ -254,6 +262,10 @@ pub struct GroupNode {
     /// the middle of handling a Raft Ready.
     rejoin_due: bool,
     last_snapshot_index: u64,
+    /// Causal reads asked of Raft and not answered yet: request id -> tick of the last ask.
+    causal_asked: BTreeMap<u64, u64>,
+    /// Causal reads whose read index is known: answered once that index is applied.
+    causal_ready: Vec<(u64, u64)>,
 }
 
 impl GroupNode {
@@ -359,6 +371,8 @@ impl GroupNode {
             closed: false,
             rejoin_due: false,
             last_snapshot_index: applied,
+            causal_asked: BTreeMap::new(),
+            causal_ready: Vec::new(),
         };
         node.pin_election_timeout();
         node
@@ -515,6 +529,19 @@ impl GroupNode {
                 removal_seen_tick: None,
             });
         }
+    }
+
+    /// Asks for the point a causal read must wait for (Raft's read index, so the leader
+    /// confirms it still leads before answering). The answer is a [`Delivery::Causal`]
+    /// with this `id`, in delivery order. Unanswered asks are repeated; an ask made while
+    /// the node is not in a primary component is answered once it is again, or never, so
+    /// the caller keeps its own timeout.
+    pub fn causal_read(&mut self, id: u64) {
+        if self.closed {
+            return;
+        }
+        self.causal_asked.insert(id, self.tick);
+        self.raw.read_index(id.to_be_bytes().to_vec());
     }
 
     /// Runs Raft and the group logic; returns what to send and what to deliver.
@@ -736,6 +763,16 @@ impl GroupNode {
         }
         let mut ready = self.raw.ready();
         self.send_raft(ready.take_messages());
+        for read in ready.take_read_states() {
+            let Ok(id) = <[u8; 8]>::try_from(read.request_ctx.as_slice()) else {
+                continue;
+            };
+            let id = u64::from_be_bytes(id);
+            // A repeated ask can be answered twice; the first answer counts.
+            if self.causal_asked.remove(&id).is_some() {
+                self.causal_ready.push((id, read.index));
+            }
+        }
         if !ready.snapshot().is_empty() {
             self.install_snapshot(ready.snapshot().clone());
         }
@@ -757,8 +794,47 @@ impl GroupNode {
         let committed = light.take_committed_entries();
         self.apply_entries(committed);
         self.raw.advance_apply();
+        self.answer_causal_reads();
         self.pin_election_timeout();
         self.maybe_compact();
+    }
+
+    /// Delivers the causal reads whose read index is applied: the seqnos of every entry up
+    /// to it are assigned by now, so the last of them is the point to wait for.
+    fn answer_causal_reads(&mut self) {
+        if self.causal_ready.is_empty() {
+            return;
+        }
+        let applied = self.raw.raft.raft_log.applied;
+        let seqno = self.last_delivered;
+        let mut answered = Vec::new();
+        self.causal_ready.retain(|&(id, index)| {
+            let done = index <= applied;
+            if done {
+                answered.push(id);
+            }
+            !done
+        });
+        for id in answered {
+            self.deliveries.push_back(Delivery::Causal { id, seqno });
+        }
+    }
+
+    /// Asks again for the causal reads Raft dropped (no leader, or a new leader that has not
+    /// committed in its term yet).
+    fn repeat_causal_reads(&mut self) {
+        let tick = self.tick;
+        let every = self.config.election_ticks as u64;
+        let due: Vec<u64> = self
+            .causal_asked
+            .iter()
+            .filter(|(_, &asked)| tick >= asked + every)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            self.causal_asked.insert(id, tick);
+            self.raw.read_index(id.to_be_bytes().to_vec());
+        }
     }
 
     fn install_snapshot(&mut self, snapshot: Snapshot) {
@@ -1081,6 +1157,7 @@ impl GroupNode {
         self.progress_leave();
         self.send_controls();
         self.send_submissions();
+        self.repeat_causal_reads();
         if self.is_leader() {
             self.evict_silent_members();
             self.propose_conf_change();
@@ -1193,11 +1270,15 @@ impl GroupNode {
             return;
         }
         let may_pause = self.local_state.may_send_flow_control();
-        if may_pause && !self.stop_wanted && self.apply_queue_len > self.config.fc_limit {
+        let members = self.state.members.len();
+        if may_pause
+            && !self.stop_wanted
+            && self.apply_queue_len > self.config.fc_stop_above(members)
+        {
             self.stop_wanted = true;
             self.flow.sent += 1;
         } else if self.stop_wanted
-            && (!may_pause || self.apply_queue_len <= self.config.fc_resume_at())
+            && (!may_pause || self.apply_queue_len <= self.config.fc_resume_at(members))
         {
             self.stop_wanted = false;
             self.flow.sent += 1;
@@ -1211,8 +1292,7 @@ impl GroupNode {
         // A changed wish goes out at once; the same wish is repeated only after
         // `resend_ticks`, in case the leader lost it. A resume that waited for the stop's
         // resend timer would pause the whole group for that long.
-        if record.state != self.local_state
-            && self.pacing.state.due(self.local_state, tick, resend)
+        if record.state != self.local_state && self.pacing.state.due(self.local_state, tick, resend)
         {
             wanted.push(Control::State(me, self.local_state));
         }
@@ -1497,11 +1577,17 @@ mod tests {
     fn a_changed_control_goes_at_once_and_a_repeat_waits() {
         let mut flow = LastSent::default();
         assert!(flow.due(true, 10, 50), "the first stop goes");
-        assert!(!flow.due(true, 11, 50), "the same stop is not repeated at once");
+        assert!(
+            !flow.due(true, 11, 50),
+            "the same stop is not repeated at once"
+        );
         // The resume must not wait for the stop's resend timer: that wait paused the
         // whole group for half a second at a time under sysbench.
         assert!(flow.due(false, 12, 50), "a resume goes at once");
         assert!(!flow.due(false, 61, 50));
-        assert!(flow.due(false, 62, 50), "a lost resume is repeated after the timer");
+        assert!(
+            flow.due(false, 62, 50),
+            "a lost resume is repeated after the timer"
+        );
     }
 }

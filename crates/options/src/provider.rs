@@ -565,6 +565,7 @@ impl ProviderOptions {
         config.inactive_timeout = self.evs_inactive_timeout;
         config.fc_limit = self.gcs_fc_limit;
         config.fc_factor = self.gcs_fc_factor;
+        config.fc_single_primary = self.gcs_fc_single_primary;
         config
     }
 

@@ -530,7 +530,7 @@ fn group_config_carries_the_group_options() {
     assert_eq!(config.inactive_timeout, Duration::from_secs(9));
     assert_eq!(config.fc_limit, 64);
     assert_eq!(config.fc_factor, 0.25);
-    assert_eq!(config.fc_resume_at(), 16);
+    assert_eq!(config.fc_resume_at(1), 16);
     config.validate().unwrap();
     let defaults = group::GroupConfig::default();
     assert_eq!(config.tick_interval_ns, defaults.tick_interval_ns);

@@ -296,6 +296,7 @@ struct Counters {
     bf_aborts: u64,
     replays: u64,
     commits: u64,
+    causal_reads: u64,
 }
 
 struct Inner {
@@ -320,6 +321,9 @@ struct Inner {
     counters: Counters,
     donor_names: String,
     joining: Option<Joining>,
+    /// Causal reads waiting for the group's answer: request id -> the seqno to wait for.
+    causal: HashMap<u64, Option<Seqno>>,
+    next_causal_id: u64,
 }
 
 struct Shared {
@@ -389,6 +393,8 @@ impl Replicator {
             counters: Counters::default(),
             donor_names: String::new(),
             joining: None,
+            causal: HashMap::new(),
+            next_causal_id: 0,
         };
         Replicator {
             shared: Arc::new(Shared {
@@ -1145,24 +1151,68 @@ impl Replicator {
         }
     }
 
-    /// Waits until `upto` (or everything ordered so far) is committed here.
+    /// Waits until `upto` is committed here; without `upto`, a causal read: waits until
+    /// everything the group had ordered when it was called (anywhere in the cluster) is
+    /// committed here.
     pub fn sync_wait(
         &self,
         upto: Option<Seqno>,
         timeout: Option<Duration>,
     ) -> Result<Gtid, ReplicatorError> {
         let timeout = timeout.unwrap_or(self.shared.settings.causal_read_timeout);
+        let deadline = Instant::now() + timeout;
         let target = match upto {
             Some(seqno) => seqno,
-            None => lock(&self.shared.inner).last_ordered,
+            None => self.causal_point(deadline, timeout)?,
         };
         let Some(monitors) = lock(&self.shared.monitors).clone() else {
             return Err(ReplicatorError::NotConnected);
         };
-        if monitors.apply.wait_left(target, timeout) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if monitors.apply.wait_left(target, left) {
             Ok(self.last_committed())
         } else {
             Err(ReplicatorError::Timeout(timeout))
+        }
+    }
+
+    /// Asks the group (through the Raft leader) for the last seqno it has ordered.
+    fn causal_point(&self, deadline: Instant, timeout: Duration) -> Result<Seqno, ReplicatorError> {
+        let shared = &self.shared;
+        let mut inner = lock(&shared.inner);
+        let Some(runner) = inner.runner.clone().filter(|_| inner.primary) else {
+            return Err(ReplicatorError::NotConnected);
+        };
+        inner.next_causal_id += 1;
+        let id = inner.next_causal_id;
+        inner.causal.insert(id, None);
+        inner.counters.causal_reads += 1;
+        drop(inner);
+        if runner.causal_read(id).is_err() {
+            lock(&shared.inner).causal.remove(&id);
+            return Err(ReplicatorError::NotConnected);
+        }
+        let mut inner = lock(&shared.inner);
+        loop {
+            if let Some(Some(seqno)) = inner.causal.get(&id) {
+                let seqno = *seqno;
+                inner.causal.remove(&id);
+                return Ok(seqno);
+            }
+            let now = Instant::now();
+            if inner.closing || !inner.connected || now >= deadline {
+                inner.causal.remove(&id);
+                return Err(if now >= deadline {
+                    ReplicatorError::Timeout(timeout)
+                } else {
+                    ReplicatorError::NotConnected
+                });
+            }
+            let (guard, _) = shared
+                .changed
+                .wait_timeout(inner, deadline - now)
+                .unwrap_or_else(|p| p.into_inner());
+            inner = guard;
         }
     }
 
@@ -1235,6 +1285,7 @@ impl Replicator {
             ("local_commits", c.commits.to_string()),
             ("local_cert_failures", c.cert_failures.to_string()),
             ("local_replays", c.replays.to_string()),
+            ("causal_reads", c.causal_reads.to_string()),
             ("local_bf_aborts", c.bf_aborts.to_string()),
             ("local_recv_queue", inner.queue.len().to_string()),
             ("flow_control_paused_ns", flow.paused_ns.to_string()),
@@ -1376,6 +1427,11 @@ impl Dispatcher {
                 joiner,
             } => {
                 self.on_state_request(joiner, request, donor, donor_is_me);
+            }
+            Delivery::Causal { id, seqno } => {
+                if let Some(answer) = lock(&self.shared.inner).causal.get_mut(&id) {
+                    *answer = Some(seqno);
+                }
             }
             Delivery::Abandoned { .. } | Delivery::StateGap { .. } | Delivery::Closed => {}
         }

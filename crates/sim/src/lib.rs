@@ -76,6 +76,8 @@ pub struct SimReport {
     pub committed: i64,
     /// Client transactions acknowledged.
     pub acknowledged: u64,
+    /// Causal reads answered (each checked against the writes acknowledged before it).
+    pub causal_reads: u64,
     /// Client transactions that failed certification.
     pub cert_failures: u64,
     /// Crashes injected.
@@ -153,12 +155,17 @@ enum Event {
 /// - seqnos reach each node consecutively;
 /// - commits happen in seqno order (checked by the database itself);
 /// - no acknowledged write is lost;
+/// - a causal read waits for at least every write acknowledged before it was asked;
 /// - all synced nodes end with equal database state (checked at the end).
 #[derive(Default)]
 pub struct Checker {
     delivered: BTreeMap<Seqno, String>,
     verdicts: BTreeMap<Seqno, Verdict>,
     acknowledged: Vec<(Seqno, Vec<Op>)>,
+    /// The highest seqno acknowledged to any client so far.
+    highest_acknowledged: Seqno,
+    /// Causal reads in flight: request id -> the highest acknowledged seqno when asked.
+    causal_floors: BTreeMap<u64, Seqno>,
 }
 
 impl Checker {
@@ -168,6 +175,25 @@ impl Checker {
 
     fn certified(&mut self, slot: usize, seqno: Seqno, verdict: Verdict) -> Result<(), String> {
         agree(&mut self.verdicts, slot, seqno, verdict, "certified")
+    }
+
+    fn acknowledge(&mut self, seqno: Seqno, ops: Vec<Op>) {
+        self.highest_acknowledged = self.highest_acknowledged.max(seqno);
+        self.acknowledged.push((seqno, ops));
+    }
+
+    /// A causal read's answer may not be below any write acknowledged before it was asked.
+    fn causal_answered(&mut self, slot: usize, id: u64, seqno: Seqno) -> Result<bool, String> {
+        let Some(floor) = self.causal_floors.remove(&id) else {
+            return Ok(false);
+        };
+        if seqno < floor {
+            return Err(format!(
+                "node {slot}: causal read {id} would wait only for {seqno:?}, but {floor:?} was \
+                 acknowledged before it was asked"
+            ));
+        }
+        Ok(true)
     }
 }
 
@@ -793,6 +819,11 @@ impl Simulation {
                     local_submit,
                 });
             }
+            Delivery::Causal { id, seqno } => {
+                if self.checker.causal_answered(slot, id, seqno)? {
+                    self.report.causal_reads += 1;
+                }
+            }
             Delivery::View(view) => {
                 if view.ordered {
                     let names: Vec<String> = view
@@ -1110,7 +1141,7 @@ impl Simulation {
             if let Some(submit_id) = entry.local_submit {
                 if let Some(ops) = node.clients.remove(&submit_id) {
                     if entry.verdict.is_some_and(|v| v.is_pass()) {
-                        self.checker.acknowledged.push((next, ops));
+                        self.checker.acknowledge(next, ops);
                     }
                 }
             }
@@ -1179,6 +1210,13 @@ impl Simulation {
         };
         let submit_id = node.group().submit(write_set.to_bytes());
         node.clients.insert(submit_id, ops);
+        if !probe && self.rng.gen_bool(0.25) {
+            let id = trx;
+            self.checker
+                .causal_floors
+                .insert(id, self.checker.highest_acknowledged);
+            self.nodes[slot].group().causal_read(id);
+        }
         Some(submit_id)
     }
 }
@@ -1203,6 +1241,7 @@ mod tests {
         };
         let report = run_seed(1, &options).unwrap();
         assert!(report.acknowledged > 50, "{report:?}");
+        assert!(report.causal_reads > 10, "{report:?}");
         assert!(report.transfers >= 2, "joiners got state: {report:?}");
     }
 

@@ -65,11 +65,13 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let mut failed = 0u64;
     let mut committed = 0i64;
+    let mut causal_reads = 0u64;
     let count = seeds.end - seeds.start;
     for seed in seeds {
         match run_seed(seed, &options) {
             Ok(report) => {
                 committed += report.committed;
+                causal_reads += report.causal_reads;
                 if arguments.verbose {
                     println!("seed {seed}: ok {report:?}");
                 }
@@ -86,7 +88,8 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "sim: {count} seeds, {committed} seqnos committed, {:.1} s",
+        "sim: {count} seeds, {committed} seqnos committed, {causal_reads} causal reads \
+         checked, {:.1} s",
         started.elapsed().as_secs_f64()
     );
     println!("sim: {} passed, {failed} failed", count - failed);

@@ -29,6 +29,8 @@ pub(crate) enum Event {
     LocalState(NodeState),
     /// A request for state transfer to order.
     StateRequest(group::StateRequest),
+    /// Ask where a causal read must wait.
+    CausalRead(u64),
     /// Withdraw a submission not yet sent; the answer says whether it was.
     Cancel {
         ticket: u64,
@@ -216,6 +218,7 @@ impl EventLoop {
             Event::Committed(seqno) => self.node.report_committed(seqno),
             Event::LocalState(state) => self.node.set_local_state(state),
             Event::StateRequest(request) => self.node.request_state(request),
+            Event::CausalRead(id) => self.node.causal_read(id),
             Event::Cancel { ticket, reply } => {
                 let submit_id = self
                     .tickets

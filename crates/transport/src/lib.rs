@@ -189,6 +189,11 @@ impl RunnerHandle {
         self.send(Event::StateRequest(request))
     }
 
+    /// Asks where a causal read must wait; answered by a `Delivery::Causal` with `id`.
+    pub fn causal_read(&self, id: u64) -> Result<(), Stopped> {
+        self.send(Event::CausalRead(id))
+    }
+
     /// The member's status as of the event loop's last poll (at most one tick old).
     pub fn status(&self) -> GroupStatus {
         self.shared.status().clone()
