@@ -159,7 +159,10 @@ fn causal_reads_see_the_latest_commit(cluster: &Cluster) {
         .nth(1)
         .and_then(|v| v.parse().ok())
         .unwrap();
-    assert!(after >= before + 3, "causal reads counted: {before} -> {after}");
+    assert!(
+        after >= before + 3,
+        "causal reads counted: {before} -> {after}"
+    );
     cluster.sql(1, "DROP TABLE trireme_test.causal").unwrap();
 }
 

@@ -150,6 +150,8 @@ pub struct GroupStatus {
     pub last_delivered: Seqno,
     /// True while a flow-control stop is in force.
     pub paused: bool,
+    /// True while this member wants the group paused (its queue is over the limit).
+    pub stop_requested: bool,
     /// Flow-control counters.
     pub flow: FlowCounters,
     /// Submissions not yet seen ordered.
@@ -582,6 +584,7 @@ impl GroupNode {
             paused: self.state.is_paused(),
             flow,
             pending_submissions: self.pending.len(),
+            stop_requested: self.stop_wanted,
             log_entries: self.raw.store().len(),
         }
     }

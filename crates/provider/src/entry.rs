@@ -698,7 +698,17 @@ unsafe extern "C" fn stats_get(wsrep: *mut wsrep_t) -> *mut wsrep_stats_var {
             let name = c_string(var.name);
             let name_ptr = name.as_ptr();
             strings.push(name);
+            let double = matches!(var.kind, status_vars::ValueKind::Double)
+                .then(|| value.as_deref().and_then(|v| v.parse::<f64>().ok()))
+                .flatten();
             let entry = match value.as_deref().map(str::parse::<i64>) {
+                _ if double.is_some() => wsrep_stats_var {
+                    name: name_ptr,
+                    r#type: WSREP_VAR_DOUBLE,
+                    value: wsrep_stats_value {
+                        _double: double.unwrap_or_default(),
+                    },
+                },
                 Some(Ok(number)) => wsrep_stats_var {
                     name: name_ptr,
                     r#type: WSREP_VAR_INT64,
@@ -743,7 +753,13 @@ unsafe extern "C" fn stats_free(wsrep: *mut wsrep_t, var_array: *mut wsrep_stats
     });
 }
 
-unsafe extern "C" fn stats_reset(_wsrep: *mut wsrep_t) {}
+unsafe extern "C" fn stats_reset(wsrep: *mut wsrep_t) {
+    with_instance(wsrep, (), |instance| {
+        if let Some(replicator) = instance.replicator() {
+            replicator.reset_stats();
+        }
+    });
+}
 
 unsafe extern "C" fn pause(wsrep: *mut wsrep_t) -> wsrep_seqno_t {
     with_instance(wsrep, -1, |instance| {

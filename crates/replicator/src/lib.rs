@@ -12,8 +12,9 @@
 //! everything else for the server's applier threads, which sit in [`Replicator::recv`].
 //!
 //! A joiner gets its data by the server's SST and its certification index from the donor
-//! (see ARCHITECTURE.md). Not here yet: IST from a gcache, streaming replication, causal
-//! reads through the total order (`sync_wait` waits for what this node has seen ordered).
+//! (see ARCHITECTURE.md). A causal read (`sync_wait` without a target) asks the Raft leader
+//! for its read index and waits until this node has committed up to it. Not here yet: IST
+//! from a gcache, streaming replication.
 
 // This crate runs the node: it starts the dispatcher thread and waits with real timeouts.
 #![allow(clippy::disallowed_methods)]
@@ -32,6 +33,9 @@ use group::{Delivery, GroupConfig, NoDonor, StateRequest, View};
 use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
 use transport::{GroupRunner, Role, RunnerHandle};
 use writeset::{flags, Key, WriteSet};
+
+mod stats;
+use stats::Window;
 
 /// A commit that waits this long for its turn is reported in the error log, with what is
 /// known about the seqno it waits for.
@@ -297,6 +301,10 @@ struct Counters {
     replays: u64,
     commits: u64,
     causal_reads: u64,
+    repl_keys: u64,
+    repl_keys_bytes: u64,
+    repl_data_bytes: u64,
+    apply_waits: u64,
 }
 
 struct Inner {
@@ -324,6 +332,9 @@ struct Inner {
     /// Causal reads waiting for the group's answer: request id -> the seqno to wait for.
     causal: HashMap<u64, Option<Seqno>>,
     next_causal_id: u64,
+    /// Averages since the last `stats_reset`.
+    window: Window,
+    cert_index_size: usize,
 }
 
 struct Shared {
@@ -395,6 +406,8 @@ impl Replicator {
             joining: None,
             causal: HashMap::new(),
             next_causal_id: 0,
+            window: Window::new(0),
+            cert_index_size: 0,
         };
         Replicator {
             shared: Arc::new(Shared {
@@ -741,6 +754,20 @@ impl Replicator {
                 failed,
             } => {
                 let monitors = self.monitors();
+                let last_applied = monitors.apply.last_left();
+                {
+                    let mut inner = lock(&self.shared.inner);
+                    let window = &mut inner.window;
+                    window
+                        .apply_window
+                        .record(seqno.0.saturating_sub(last_applied.0).max(0) as u64);
+                    window
+                        .apply_out_of_order_entry
+                        .record(seqno > last_applied.next());
+                    if depends_on > last_applied {
+                        inner.counters.apply_waits += 1;
+                    }
+                }
                 let _ = monitors.apply.enter(seqno, depends_on);
                 lock(&self.shared.inner).entered_apply.insert(seqno);
                 let cluster = lock(&self.shared.inner).cluster;
@@ -830,14 +857,31 @@ impl Replicator {
         };
         let bytes = write_set.to_bytes();
         trx.submitted = true;
-        inner.counters.replicated += 1;
-        inner.counters.replicated_bytes += bytes.len() as u64;
+        let key_bytes: usize = write_set
+            .keys
+            .iter()
+            .flat_map(|key| key.parts.iter())
+            .map(Vec::len)
+            .sum();
+        let counters = &mut inner.counters;
+        counters.replicated += 1;
+        counters.replicated_bytes += bytes.len() as u64;
+        counters.repl_keys += write_set.keys.len() as u64;
+        counters.repl_keys_bytes += key_bytes as u64;
+        counters.repl_data_bytes += write_set.data.len() as u64;
+        let in_flight = inner
+            .trxs
+            .values()
+            .filter(|t| t.submitted && t.outcome.is_none())
+            .count();
+        inner.window.send_queue.record(in_flight as u64);
         let Some(runner) = inner.runner.clone() else {
             return CertifyOutcome::NotOrdered;
         };
         // Never block on the transport while holding the state lock: the dispatcher needs
         // it to hand out verdicts.
         drop(inner);
+        let sent_at = Instant::now();
         let Ok(ticket) = runner.submit(bytes) else {
             return CertifyOutcome::NotOrdered;
         };
@@ -850,6 +894,7 @@ impl Replicator {
                 .get(&trx_id)
                 .expect("a waiting trx stays registered");
             if let Some(outcome) = trx.outcome {
+                inner.window.replication_latency.record(sent_at.elapsed());
                 break Some(outcome);
             }
             if inner.closing || !inner.connected {
@@ -919,6 +964,11 @@ impl Replicator {
     /// Waits for the seqno's turn to commit. `Err` if the transaction was BF-aborted.
     pub fn commit_order_enter(&self, seqno: Seqno) -> Result<(), BfAborted> {
         let monitors = self.monitors();
+        let last_committed = monitors.commit.last_left();
+        lock(&self.shared.inner)
+            .window
+            .commit_window
+            .record(seqno.0.saturating_sub(last_committed.0).max(0) as u64);
         loop {
             match monitors
                 .commit
@@ -972,6 +1022,10 @@ impl Replicator {
         monitors.commit.leave(seqno);
         let mut inner = lock(&self.shared.inner);
         let entered = inner.entered_apply.remove(&seqno);
+        if entered {
+            let out_of_order = monitors.apply.last_left().next() != seqno;
+            inner.window.apply_out_of_order_leave.record(out_of_order);
+        }
         inner.counters.commits += 1;
         if let Some(trx) = inner
             .trxs
@@ -1263,6 +1317,14 @@ impl Replicator {
         self.shared.changed.notify_all();
     }
 
+    /// Starts the averages over (`stats_reset`, run by `FLUSH STATUS`).
+    pub fn reset_stats(&self) {
+        let paused_ns = lock(&self.runner)
+            .as_ref()
+            .map_or(0, |r| r.status().flow.paused_ns);
+        lock(&self.shared.inner).window = Window::new(paused_ns);
+    }
+
     /// Status variables as (name without the `wsrep_` prefix, value).
     pub fn stats(&self) -> Vec<(&'static str, String)> {
         let committed = self.last_committed();
@@ -1274,6 +1336,23 @@ impl Replicator {
             .map(|s| s.flow.clone())
             .unwrap_or_default();
         let incoming: Vec<&str> = inner.members.iter().map(|m| m.incoming.as_str()).collect();
+        let w = &inner.window;
+        let float = |value: f64| format!("{value:.6}");
+        let in_flight = inner
+            .trxs
+            .values()
+            .filter(|t| t.submitted && t.outcome.is_none())
+            .count();
+        let open_connections = inner
+            .trxs
+            .values()
+            .map(|t| t.conn_id)
+            .chain(inner.toi_by_conn.keys().copied())
+            .collect::<HashSet<u64>>()
+            .len();
+        let (paused, stop_requested) = runner_status
+            .as_ref()
+            .map_or((false, false), |s| (s.paused, s.stop_requested));
         vec![
             ("local_state_uuid", inner.cluster.to_string()),
             ("protocol_version", "10".into()),
@@ -1287,10 +1366,63 @@ impl Replicator {
             ("local_replays", c.replays.to_string()),
             ("causal_reads", c.causal_reads.to_string()),
             ("local_bf_aborts", c.bf_aborts.to_string()),
+            ("repl_keys", c.repl_keys.to_string()),
+            ("repl_keys_bytes", c.repl_keys_bytes.to_string()),
+            ("repl_data_bytes", c.repl_data_bytes.to_string()),
+            (
+                "repl_other_bytes",
+                c.replicated_bytes
+                    .saturating_sub(c.repl_keys_bytes + c.repl_data_bytes)
+                    .to_string(),
+            ),
+            ("local_send_queue", in_flight.to_string()),
+            ("local_send_queue_max", w.send_queue.max().to_string()),
+            ("local_send_queue_min", w.send_queue.min().to_string()),
+            ("local_send_queue_avg", float(w.send_queue.mean())),
             ("local_recv_queue", inner.queue.len().to_string()),
+            ("local_recv_queue_max", w.recv_queue.max().to_string()),
+            ("local_recv_queue_min", w.recv_queue.min().to_string()),
+            ("local_recv_queue_avg", float(w.recv_queue.mean())),
+            // No write-set cache yet: nothing can be served by IST.
+            ("local_cached_downto", "-1".into()),
             ("flow_control_paused_ns", flow.paused_ns.to_string()),
+            (
+                "flow_control_paused",
+                float(w.paused_fraction(flow.paused_ns)),
+            ),
             ("flow_control_sent", flow.sent.to_string()),
             ("flow_control_recv", flow.recv.to_string()),
+            ("flow_control_active", paused.to_string()),
+            ("flow_control_requested", stop_requested.to_string()),
+            ("cert_deps_distance", float(w.deps_distance.mean())),
+            ("apply_oooe", float(w.apply_out_of_order_entry.fraction())),
+            ("apply_oool", float(w.apply_out_of_order_leave.fraction())),
+            ("apply_window", float(w.apply_window.mean())),
+            ("apply_waits", c.apply_waits.to_string()),
+            // Commits are strictly in seqno order.
+            ("commit_oooe", float(0.0)),
+            ("commit_oool", float(0.0)),
+            ("commit_window", float(w.commit_window.mean())),
+            ("cert_index_size", inner.cert_index_size.to_string()),
+            ("cert_interval", float(w.cert_interval.mean())),
+            ("open_transactions", inner.trxs.len().to_string()),
+            ("open_connections", open_connections.to_string()),
+            ("evs_delayed", String::new()),
+            ("evs_evict_list", String::new()),
+            ("evs_repl_latency", w.replication_latency.render()),
+            (
+                "evs_state",
+                if inner.members.is_empty() {
+                    "GATHER"
+                } else {
+                    "OPERATIONAL"
+                }
+                .into(),
+            ),
+            ("gmcast_segment", "0".into()),
+            ("protocol_application", PROTOCOL_VERSION.to_string()),
+            ("protocol_replicator", "10".into()),
+            ("protocol_gcs", "1".into()),
             ("desync_count", inner.desync_count.to_string()),
             ("local_state", inner.state.wsrep_member_status().to_string()),
             ("local_state_comment", inner.state.comment().into()),
@@ -1516,8 +1648,20 @@ impl Dispatcher {
         };
         cert.purge_to(safe_seqno.min(cert.position()));
         let verdict = cert.certify(seqno, &write_set);
+        let index_size = cert.index_len();
         let mut inner = lock(&self.shared.inner);
         inner.last_ordered = inner.last_ordered.max(seqno);
+        inner.cert_index_size = index_size;
+        let interval = seqno
+            .0
+            .saturating_sub(write_set.last_seen.0.min(seqno.0 - 1));
+        inner.window.cert_interval.record(interval.max(0) as u64);
+        if let Some(depends_on) = verdict.depends_on() {
+            inner
+                .window
+                .deps_distance
+                .record(seqno.0.saturating_sub(depends_on.0).max(0) as u64);
+        }
         if seqno <= applied_upto {
             return;
         }
@@ -1562,6 +1706,8 @@ impl Dispatcher {
                     write_set,
                     failed,
                 });
+                let queued = inner.queue.len() as u64;
+                inner.window.recv_queue.record(queued);
             }
         }
     }

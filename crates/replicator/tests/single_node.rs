@@ -154,9 +154,42 @@ fn a_founding_node_commits_local_transactions_in_order() {
         CertifyOutcome::NotOrdered
     );
     let stats = replicator.stats();
-    assert!(stats
-        .iter()
-        .any(|(name, value)| *name == "local_state_comment" && value == "Synced"));
+    let stat = |stats: &[(&str, String)], wanted: &str| -> String {
+        stats
+            .iter()
+            .find(|(name, _)| *name == wanted)
+            .unwrap_or_else(|| panic!("{wanted} is reported"))
+            .1
+            .clone()
+    };
+    assert_eq!(stat(&stats, "local_state_comment"), "Synced");
+    assert_eq!(stat(&stats, "causal_reads"), "1", "the sync_wait above");
+    assert_eq!(
+        stat(&stats, "repl_keys"),
+        "21",
+        "20 row keys and the TOI's table key"
+    );
+    assert_eq!(
+        stat(&stats, "repl_data_bytes"),
+        "65",
+        "20 rows of 3 bytes, ALTER"
+    );
+    // Independent keys and last_seen right behind: every write-set could apply in parallel
+    // with everything since the view.
+    let distance: f64 = stat(&stats, "cert_deps_distance").parse().unwrap();
+    assert!(distance > 1.0, "cert_deps_distance {distance}");
+    assert_eq!(stat(&stats, "local_send_queue_max"), "1");
+    let latency = stat(&stats, "evs_repl_latency");
+    assert!(latency.ends_with("/21"), "21 write-sets timed: {latency}");
+    replicator.reset_stats();
+    let stats = replicator.stats();
+    assert_eq!(stat(&stats, "cert_deps_distance"), "0.000000", "reset");
+    assert_eq!(stat(&stats, "evs_repl_latency"), "0/0/0/0/0", "reset");
+    assert_eq!(
+        stat(&stats, "repl_keys"),
+        "21",
+        "counters are not averages: kept"
+    );
     replicator.shutdown();
     assert!(
         applier.join().unwrap().is_err(),

@@ -1,0 +1,205 @@
+//! The averages and extremes behind Galera's queue, certification and ordering status
+//! variables. Each is sampled where the event happens and restarted by `stats_reset`
+//! (`FLUSH STATUS`), as Galera's are.
+
+use std::time::{Duration, Instant};
+
+/// Minimum, maximum and mean of a sampled quantity since the last reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Sampled {
+    sum: f64,
+    count: u64,
+    min: Option<u64>,
+    max: u64,
+}
+
+impl Sampled {
+    pub(crate) fn record(&mut self, value: u64) {
+        self.sum += value as f64;
+        self.count += 1;
+        self.min = Some(self.min.map_or(value, |m| m.min(value)));
+        self.max = self.max.max(value);
+    }
+
+    /// The mean, 0 with no samples.
+    pub(crate) fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum / self.count as f64
+        }
+    }
+
+    pub(crate) fn min(&self) -> u64 {
+        self.min.unwrap_or(0)
+    }
+
+    pub(crate) fn max(&self) -> u64 {
+        self.max
+    }
+}
+
+/// How often something happened among the events counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Ratio {
+    hits: u64,
+    total: u64,
+}
+
+impl Ratio {
+    pub(crate) fn record(&mut self, hit: bool) {
+        self.total += 1;
+        self.hits += u64::from(hit);
+    }
+
+    /// The fraction of hits, 0 with no events.
+    pub(crate) fn fraction(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.total as f64
+        }
+    }
+}
+
+/// Durations as Galera's `evs_repl_latency` shows them: `min/avg/max/stddev/count`, in
+/// seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Latency {
+    count: u64,
+    sum: f64,
+    sum_squares: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Latency {
+    pub(crate) fn record(&mut self, took: Duration) {
+        let seconds = took.as_secs_f64();
+        if self.count == 0 || seconds < self.min {
+            self.min = seconds;
+        }
+        self.max = self.max.max(seconds);
+        self.count += 1;
+        self.sum += seconds;
+        self.sum_squares += seconds * seconds;
+    }
+
+    pub(crate) fn render(&self) -> String {
+        if self.count == 0 {
+            return "0/0/0/0/0".into();
+        }
+        let n = self.count as f64;
+        let mean = self.sum / n;
+        let variance = (self.sum_squares / n - mean * mean).max(0.0);
+        format!(
+            "{:.9}/{:.9}/{:.9}/{:.9}/{}",
+            self.min,
+            mean,
+            self.max,
+            variance.sqrt(),
+            self.count
+        )
+    }
+}
+
+/// Everything `stats_reset` restarts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    /// When the window began, and the group's paused time then.
+    pub(crate) since: Instant,
+    pub(crate) paused_ns_at_start: u64,
+    /// Applier queue length, sampled at every ordered action queued.
+    pub(crate) recv_queue: Sampled,
+    /// Local write-sets sent and not yet ordered, sampled at every send.
+    pub(crate) send_queue: Sampled,
+    /// `seqno - depends_on` of every write-set that passed certification.
+    pub(crate) deps_distance: Sampled,
+    /// `seqno - last_seen` of every certified write-set.
+    pub(crate) cert_interval: Sampled,
+    /// Seqnos between an applier's seqno and the last one fully applied, on entry.
+    pub(crate) apply_window: Sampled,
+    /// Appliers that entered while an earlier seqno was still applying.
+    pub(crate) apply_out_of_order_entry: Ratio,
+    /// Appliers that finished before an earlier seqno did.
+    pub(crate) apply_out_of_order_leave: Ratio,
+    /// Seqnos between a committing seqno and the last one committed, on entry.
+    pub(crate) commit_window: Sampled,
+    /// Local write-sets from send to ordered delivery.
+    pub(crate) replication_latency: Latency,
+}
+
+impl Window {
+    pub(crate) fn new(paused_ns_now: u64) -> Window {
+        Window {
+            since: Instant::now(),
+            paused_ns_at_start: paused_ns_now,
+            recv_queue: Sampled::default(),
+            send_queue: Sampled::default(),
+            deps_distance: Sampled::default(),
+            cert_interval: Sampled::default(),
+            apply_window: Sampled::default(),
+            apply_out_of_order_entry: Ratio::default(),
+            apply_out_of_order_leave: Ratio::default(),
+            commit_window: Sampled::default(),
+            replication_latency: Latency::default(),
+        }
+    }
+
+    /// `wsrep_flow_control_paused`: the part of the window the group spent paused.
+    pub(crate) fn paused_fraction(&self, paused_ns_now: u64) -> f64 {
+        let elapsed = self.since.elapsed().as_nanos() as f64;
+        if elapsed <= 0.0 {
+            return 0.0;
+        }
+        let paused = paused_ns_now.saturating_sub(self.paused_ns_at_start) as f64;
+        (paused / elapsed).clamp(0.0, 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_keep_mean_and_extremes() {
+        let mut queue = Sampled::default();
+        assert_eq!((queue.mean(), queue.min(), queue.max()), (0.0, 0, 0));
+        for value in [4, 0, 8] {
+            queue.record(value);
+        }
+        assert_eq!(queue.mean(), 4.0);
+        assert_eq!((queue.min(), queue.max()), (0, 8));
+    }
+
+    #[test]
+    fn ratios_and_latencies_render_like_galera() {
+        let mut ratio = Ratio::default();
+        assert_eq!(ratio.fraction(), 0.0);
+        ratio.record(true);
+        ratio.record(false);
+        ratio.record(false);
+        ratio.record(true);
+        assert_eq!(ratio.fraction(), 0.5);
+
+        let mut latency = Latency::default();
+        assert_eq!(latency.render(), "0/0/0/0/0");
+        latency.record(Duration::from_millis(1));
+        latency.record(Duration::from_millis(3));
+        assert_eq!(
+            latency.render(),
+            "0.001000000/0.002000000/0.003000000/0.001000000/2"
+        );
+    }
+
+    #[test]
+    fn the_paused_fraction_counts_only_this_window() {
+        let window = Window::new(5_000_000_000);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(window.paused_fraction(5_000_000_000), 0.0);
+        let half = window.since.elapsed().as_nanos() as u64 / 2;
+        let fraction = window.paused_fraction(5_000_000_000 + half);
+        assert!((0.3..=0.5).contains(&fraction), "{fraction}");
+        assert_eq!(window.paused_fraction(u64::MAX), 1.0, "clamped");
+    }
+}
