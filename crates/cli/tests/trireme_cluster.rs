@@ -9,6 +9,8 @@
 //!   just before, while node 2 is still applying it;
 //! - sysbench write-only spread over the three nodes ends with no error but deadlocks, and
 //!   equal checksums;
+//! - `SET GLOBAL wsrep_provider_options` changes flow control at runtime and refuses a
+//!   bad value;
 //! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
 //! - a node killed with SIGKILL is evicted while the others keep committing, and rejoins;
 //! - the whole cluster stops cleanly and comes back from its directory alone.
@@ -277,6 +279,26 @@ fn a_three_node_cluster_on_trireme() {
     );
 
     causal_reads_see_the_latest_commit(&cluster);
+
+    // Provider options change at runtime; a bad value is refused and changes nothing.
+    cluster
+        .sql(
+            1,
+            "SET GLOBAL wsrep_provider_options = 'gcs.fc_limit = 64; gcs.fc_factor = 0.8'",
+        )
+        .unwrap();
+    let listing = value(&cluster, 1, "SELECT @@wsrep_provider_options");
+    assert!(
+        listing.contains("gcs.fc_limit = 64;") && listing.contains("gcs.fc_factor = 0.8;"),
+        "{listing}"
+    );
+    let refused = cluster.sql(
+        1,
+        "SET GLOBAL wsrep_provider_options = 'gcs.fc_limit = lots'",
+    );
+    assert!(refused.is_err(), "a bad value is refused: {refused:?}");
+    let listing = value(&cluster, 1, "SELECT @@wsrep_provider_options");
+    assert!(listing.contains("gcs.fc_limit = 64;"), "{listing}");
 
     // sysbench write-only, spread over all three nodes: no error but deadlocks, and the
     // nodes end equal.

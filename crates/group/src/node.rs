@@ -533,6 +533,21 @@ impl GroupNode {
         }
     }
 
+    /// Takes new values of the options that may change while running (timeouts and flow
+    /// control); the others keep their values. The caller validated `config`.
+    pub fn reconfigure(&mut self, config: &GroupConfig) {
+        self.config.suspect_timeout = config.suspect_timeout;
+        self.config.inactive_timeout = config.inactive_timeout;
+        self.config.fc_limit = config.fc_limit;
+        self.config.fc_factor = config.fc_factor;
+        tracing::info!(
+            suspect = ?config.suspect_timeout,
+            fc_limit = config.fc_limit,
+            fc_factor = config.fc_factor,
+            "group options changed"
+        );
+    }
+
     /// Asks for the point a causal read must wait for (Raft's read index, so the leader
     /// confirms it still leads before answering). The answer is a [`Delivery::Causal`]
     /// with this `id`, in delivery order. Unanswered asks are repeated; an ask made while

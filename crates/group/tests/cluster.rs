@@ -354,6 +354,22 @@ fn flow_control_pauses_ordering_and_donors_never_pause() {
         Some(&1)
     );
 
+    // gcs.fc_limit raised at runtime: the same queue no longer pauses anyone.
+    let mut relaxed = config();
+    relaxed.apply_option("gcs.fc_limit", "100").unwrap();
+    cluster.node(1).reconfigure(&relaxed);
+    cluster.node(1).report_apply_queue(10);
+    cluster.run(10);
+    assert!(
+        !cluster.node(0).status().paused,
+        "a queue under the new limit does not pause"
+    );
+    assert_eq!(
+        cluster.node(1).status().flow.sent,
+        2,
+        "no new stop was sent"
+    );
+
     cluster.node(2).set_local_state(NodeState::Donor);
     cluster.run(5);
     cluster.node(2).report_apply_queue(1_000);

@@ -192,10 +192,20 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
         let Some(text) = c_str(conf) else {
             return WSREP_NODE_FAIL;
         };
-        match lock(&instance.options).set_runtime(text) {
+        let mut options = lock(&instance.options);
+        match options.set_runtime(text) {
             Ok(warnings) => {
                 for warning in warnings {
                     instance.log(WSREP_LOG_WARN, &warning.to_string());
+                }
+                let group = options.group_config();
+                let causal_read_timeout = options.repl_causal_read_timeout;
+                drop(options);
+                if let Some(replicator) = instance.replicator() {
+                    if let Err(error) = replicator.reconfigure(group, causal_read_timeout) {
+                        instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
+                        return WSREP_NODE_FAIL;
+                    }
                 }
                 WSREP_OK
             }

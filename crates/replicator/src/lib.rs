@@ -178,6 +178,9 @@ pub enum ReplicatorError {
     /// The transaction is unknown.
     #[error("unknown transaction {0}")]
     UnknownTransaction(u64),
+    /// Option values that do not fit together.
+    #[error("invalid options: {0}")]
+    Options(String),
 }
 
 /// How `certify` (or `to_execute_start`) ended.
@@ -343,6 +346,8 @@ struct Shared {
     inner: Mutex<Inner>,
     changed: Condvar,
     monitors: Mutex<Option<Arc<Monitors>>>,
+    /// `repl.causal_read_timeout`, which may change at runtime.
+    causal_read_timeout: Mutex<Duration>,
 }
 
 /// One node's replication.
@@ -382,6 +387,7 @@ pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, ReplicatorError> 
 impl Replicator {
     /// A replicator that is not connected yet.
     pub fn new(app: Arc<dyn Application>, settings: Settings) -> Replicator {
+        let causal_read_timeout = settings.causal_read_timeout;
         let inner = Inner {
             connected: false,
             closing: false,
@@ -416,6 +422,7 @@ impl Replicator {
                 inner: Mutex::new(inner),
                 changed: Condvar::new(),
                 monitors: Mutex::new(None),
+                causal_read_timeout: Mutex::new(causal_read_timeout),
             }),
             runner: Mutex::new(None),
             dispatcher: Mutex::new(None),
@@ -1213,7 +1220,7 @@ impl Replicator {
         upto: Option<Seqno>,
         timeout: Option<Duration>,
     ) -> Result<Gtid, ReplicatorError> {
-        let timeout = timeout.unwrap_or(self.shared.settings.causal_read_timeout);
+        let timeout = timeout.unwrap_or_else(|| *lock(&self.shared.causal_read_timeout));
         let deadline = Instant::now() + timeout;
         let target = match upto {
             Some(seqno) => seqno,
@@ -1315,6 +1322,23 @@ impl Replicator {
     pub fn resume(&self) {
         lock(&self.shared.inner).paused = false;
         self.shared.changed.notify_all();
+    }
+
+    /// Applies `SET GLOBAL wsrep_provider_options` changes to the running node: the group's
+    /// timeouts and flow control, and the causal read timeout.
+    pub fn reconfigure(
+        &self,
+        group: GroupConfig,
+        causal_read_timeout: Duration,
+    ) -> Result<(), ReplicatorError> {
+        group
+            .validate()
+            .map_err(|error| ReplicatorError::Options(error.to_string()))?;
+        *lock(&self.shared.causal_read_timeout) = causal_read_timeout;
+        if let Some(runner) = lock(&self.shared.inner).runner.as_ref() {
+            let _ = runner.reconfigure(group);
+        }
+        Ok(())
     }
 
     /// Starts the averages over (`stats_reset`, run by `FLUSH STATUS`).

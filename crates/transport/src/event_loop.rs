@@ -31,6 +31,8 @@ pub(crate) enum Event {
     StateRequest(group::StateRequest),
     /// Ask where a causal read must wait.
     CausalRead(u64),
+    /// New values of the runtime options.
+    Reconfigure(Box<group::GroupConfig>),
     /// Withdraw a submission not yet sent; the answer says whether it was.
     Cancel {
         ticket: u64,
@@ -219,6 +221,7 @@ impl EventLoop {
             Event::LocalState(state) => self.node.set_local_state(state),
             Event::StateRequest(request) => self.node.request_state(request),
             Event::CausalRead(id) => self.node.causal_read(id),
+            Event::Reconfigure(config) => self.node.reconfigure(&config),
             Event::Cancel { ticket, reply } => {
                 let submit_id = self
                     .tickets

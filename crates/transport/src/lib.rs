@@ -189,6 +189,11 @@ impl RunnerHandle {
         self.send(Event::StateRequest(request))
     }
 
+    /// Applies runtime option changes; see `GroupNode::reconfigure`.
+    pub fn reconfigure(&self, config: group::GroupConfig) -> Result<(), Stopped> {
+        self.send(Event::Reconfigure(Box::new(config)))
+    }
+
     /// Asks where a causal read must wait; answered by a `Delivery::Causal` with `id`.
     pub fn causal_read(&self, id: u64) -> Result<(), Stopped> {
         self.send(Event::CausalRead(id))
