@@ -13,7 +13,9 @@
 //!   bad value;
 //! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
 //! - a node killed with SIGKILL is evicted while the others keep committing, and rejoins;
-//! - the whole cluster stops cleanly and comes back from its directory alone.
+//! - the whole cluster stops cleanly (each node saving its position in `grastate.dat`,
+//!   the last one safe to bootstrap) and comes back from its directory alone, continuing
+//!   the same history.
 //!
 //! Missing MariaDB or a missing provider library is a failure: run scripts/setup.sh (the
 //! library is built by `cargo build -p provider`, which scripts/test.sh does first).
@@ -342,16 +344,39 @@ fn a_three_node_cluster_on_trireme() {
     let rows = 130 + u64::from(next_id - 5000);
     wait_consistent(&cluster, rows);
 
-    // A clean stop of everything, then back from the directory alone.
+    // A clean stop of everything, then back from the directory alone, in the same
+    // history: grastate.dat tells which node left last and at what seqno.
+    let history = value(&cluster, 1, "SHOW STATUS LIKE 'wsrep_cluster_state_uuid'");
+    let committed = cluster.node_status(1).last_committed().unwrap();
     cluster.down().unwrap();
     assert!(
         (1..=NODES).all(|n| cluster.pid(n).is_none()),
         "every node stopped"
     );
+    let saved: Vec<_> = (1..=NODES)
+        .map(|n| cluster.grastate(n).unwrap().expect("grastate.dat written"))
+        .collect();
+    assert!(
+        saved
+            .iter()
+            .all(|g| g.seqno >= committed && history.ends_with(&g.uuid)),
+        "every node saved its position in the history: {saved:?}"
+    );
+    assert_eq!(
+        saved.iter().filter(|g| g.safe_to_bootstrap).count(),
+        1,
+        "exactly the last node to leave is safe to bootstrap: {saved:?}"
+    );
     let cluster = Cluster::up(&UpOptions::new(guard.path()))
         .unwrap_or_else(|e| panic!("cluster restart: {e:#}"));
     assert_all_synced(&cluster);
     wait_consistent(&cluster, rows);
+    assert_eq!(
+        value(&cluster, 2, "SHOW STATUS LIKE 'wsrep_cluster_state_uuid'"),
+        history,
+        "the restarted cluster continues the same history"
+    );
+    assert!(cluster.node_status(2).last_committed().unwrap() > committed);
     insert_rows(&cluster, 3, 9000, 1);
     wait_consistent(&cluster, rows + 1);
     cluster.down().unwrap();

@@ -276,12 +276,31 @@ impl GroupNode {
         config: GroupConfig,
         name: &str,
         address: &str,
+        rng: SeededRng,
+        now: Nanos,
+    ) -> GroupNode {
+        GroupNode::bootstrap_from(config, name, address, None, rng, now)
+    }
+
+    /// Founds a cluster that continues the history `history` (the founder's saved
+    /// position): same cluster state UUID, and the first view takes the next seqno. Without
+    /// a history, a new UUID and seqno 1.
+    pub fn bootstrap_from(
+        config: GroupConfig,
+        name: &str,
+        address: &str,
+        history: Option<base::Gtid>,
         mut rng: SeededRng,
         now: Nanos,
     ) -> GroupNode {
         let me = new_identity(&mut rng, name, address);
-        let cluster = Uuid::random(&mut rng);
-        let state = GroupState::genesis(cluster, me.clone());
+        let (cluster, first_seqno) = match history {
+            Some(gtid) if gtid.cluster != Uuid::NIL && gtid.seqno.is_defined() => {
+                (gtid.cluster, gtid.seqno.next())
+            }
+            _ => (Uuid::random(&mut rng), Seqno(1)),
+        };
+        let state = GroupState::genesis(cluster, first_seqno, me.clone());
         let mut snapshot = Snapshot::default();
         snapshot.set_data(state.encode().into());
         let metadata = snapshot.mut_metadata();

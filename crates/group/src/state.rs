@@ -208,7 +208,7 @@ pub struct GroupState {
 
 impl GroupState {
     /// The state of a new cluster whose only member is `founder`.
-    pub fn genesis(cluster: Uuid, founder: MemberInfo) -> GroupState {
+    pub fn genesis(cluster: Uuid, first_seqno: Seqno, founder: MemberInfo) -> GroupState {
         let mut members = BTreeMap::new();
         let raft_id = founder.raft_id;
         members.insert(
@@ -220,7 +220,7 @@ impl GroupState {
         );
         GroupState {
             cluster,
-            last_seqno: Seqno(1),
+            last_seqno: first_seqno,
             view_id: 1,
             members,
             dedup: BTreeMap::new(),
@@ -376,7 +376,7 @@ mod tests {
 
     #[test]
     fn seqnos_are_consecutive_and_duplicates_take_none() {
-        let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
         let submission = |id| Submission {
             origin: Uuid([1; 16]),
             submit_id: id,
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn a_donor_never_pauses_the_group() {
-        let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
         state.add_member(info(2));
         state.apply_control(&Control::State(2, NodeState::Synced));
         state.apply_control(&Control::FlowStop(2));
@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn the_commit_cut_is_the_lowest_report_and_only_grows() {
-        let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
         state.add_member(info(2));
         state.last_seqno = Seqno(100);
         state.apply_control(&Control::Committed(1, Seqno(50)));
@@ -435,7 +435,7 @@ mod tests {
 
     #[test]
     fn donor_selection_follows_the_list_and_the_trailing_comma() {
-        let mut state = GroupState::genesis(Uuid([9; 16]), info(1));
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
         for id in 2..=4 {
             state.add_member(info(id));
         }
@@ -473,7 +473,7 @@ mod tests {
 
     #[test]
     fn state_and_entries_round_trip() {
-        let state = GroupState::genesis(Uuid([9; 16]), info(1));
+        let state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
         assert_eq!(GroupState::decode(&state.encode()), Ok(state));
         let entry = LogEntry::Control(Control::State(3, NodeState::Joined));
         assert_eq!(LogEntry::decode(&entry.encode()), Ok(entry));

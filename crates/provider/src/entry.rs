@@ -175,6 +175,13 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             seed,
             causal_read_timeout: options.repl_causal_read_timeout,
             ist_address,
+            state_dir: Some(std::path::PathBuf::from(&options.base_dir)),
+            history: if args.state_id.is_null() {
+                None
+            } else {
+                // SAFETY: non-null, and valid for this call like the rest of `args`.
+                Some(from_c_gtid(unsafe { &*args.state_id }))
+            },
         };
         *lock(&instance.options) = options;
         *lock(&instance.replicator) = Some(Arc::new(Replicator::new(app, settings)));

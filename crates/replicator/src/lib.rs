@@ -34,7 +34,9 @@ use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
 use transport::{GroupRunner, Role, RunnerHandle};
 use writeset::{flags, Key, WriteSet};
 
+mod saved_state;
 mod stats;
+pub use saved_state::{SavedState, SavedStateError};
 use stats::Window;
 
 /// A commit that waits this long for its turn is reported in the error log, with what is
@@ -150,6 +152,11 @@ pub struct Settings {
     /// Where a joiner receives its donor's certification index (and later IST):
     /// `ist.recv_addr`.
     pub ist_address: SocketAddr,
+    /// Where `grastate.dat` is kept (`base_dir`); `None` keeps no saved state.
+    pub state_dir: Option<std::path::PathBuf>,
+    /// The server's own position at start (MariaDB recovers it from its storage engine).
+    /// A bootstrap continues this history.
+    pub history: Option<Gtid>,
 }
 
 /// Why a call could not be served.
@@ -181,6 +188,16 @@ pub enum ReplicatorError {
     /// Option values that do not fit together.
     #[error("invalid options: {0}")]
     Options(String),
+    /// A bootstrap from a node that was not the last to leave the cluster: another node may
+    /// hold newer data.
+    #[error(
+        "it may not be safe to bootstrap the cluster from this node: it was not the last one \
+         to leave and may not have all the data. To force it, set safe_to_bootstrap: 1 in {0}"
+    )]
+    UnsafeBootstrap(String),
+    /// The saved state could not be read.
+    #[error("{0}")]
+    SavedState(String),
 }
 
 /// How `certify` (or `to_execute_start`) ended.
@@ -337,6 +354,8 @@ struct Inner {
     next_causal_id: u64,
     /// Averages since the last `stats_reset`.
     window: Window,
+    /// Whether this node was the last member when it left (for the saved state).
+    last_member_on_leave: Option<bool>,
     cert_index_size: usize,
 }
 
@@ -413,6 +432,7 @@ impl Replicator {
             causal: HashMap::new(),
             next_causal_id: 0,
             window: Window::new(0),
+            last_member_on_leave: None,
             cert_index_size: 0,
         };
         Replicator {
@@ -466,12 +486,14 @@ impl Replicator {
                 .expect("spawning the index receiver");
             lock(&self.threads).push(thread);
         }
-        let settings = &self.shared.settings;
-        let role = if bootstrap {
-            Role::Bootstrap
-        } else {
-            Role::Join { seeds: peers }
+        let role = match self.founding_role(bootstrap, peers) {
+            Ok(role) => role,
+            Err(error) => {
+                lock(&self.shared.inner).connected = false;
+                return Err(error);
+            }
         };
+        let settings = &self.shared.settings;
         let started = GroupRunner::start(
             settings.group.clone(),
             role,
@@ -498,6 +520,18 @@ impl Replicator {
             inner.own = runner.status().uuid;
         }
         *lock(&self.runner) = Some(runner);
+        // While the server runs, the saved seqno is stale after the first commit: -1 says
+        // "recover the position from the storage engine" to whoever reads it after a crash.
+        let running = SavedState {
+            position: Gtid {
+                cluster: settings
+                    .history
+                    .map_or(Uuid::NIL, |history| history.cluster),
+                seqno: Seqno::UNDEFINED,
+            },
+            safe_to_bootstrap: false,
+        };
+        self.save_state(running);
         let shared = Arc::clone(&self.shared);
         let dispatcher = std::thread::Builder::new()
             .name("trireme-dispatch".into())
@@ -507,8 +541,91 @@ impl Replicator {
         Ok(())
     }
 
+    /// How to start the group: join through `peers`, or found a cluster. Founding is
+    /// refused, as in Galera, when the saved state says another node left after this one;
+    /// it continues the server's history when the server has one.
+    fn founding_role(&self, bootstrap: bool, peers: Vec<String>) -> Result<Role, ReplicatorError> {
+        if !bootstrap {
+            return Ok(Role::Join { seeds: peers });
+        }
+        let settings = &self.shared.settings;
+        let saved = match &settings.state_dir {
+            Some(dir) => SavedState::load(dir)
+                .map_err(|error| ReplicatorError::SavedState(error.to_string()))?,
+            None => None,
+        };
+        if let Some(saved) = saved {
+            if saved.position.cluster != Uuid::NIL && !saved.safe_to_bootstrap {
+                let path = settings
+                    .state_dir
+                    .as_ref()
+                    .map(|dir| dir.join(saved_state::FILE_NAME).display().to_string())
+                    .unwrap_or_default();
+                return Err(ReplicatorError::UnsafeBootstrap(path));
+            }
+        }
+        let known = |gtid: &Gtid| gtid.cluster != Uuid::NIL && gtid.seqno.is_defined();
+        let history = settings
+            .history
+            .filter(known)
+            .or_else(|| saved.map(|s| s.position).filter(known));
+        Ok(match history {
+            Some(history) => {
+                let message = format!("founding a cluster that continues history {history}");
+                self.shared.app.log(LogLevel::Info, &message);
+                Role::BootstrapFrom(history)
+            }
+            None => Role::Bootstrap,
+        })
+    }
+
+    fn save_state(&self, state: SavedState) {
+        let Some(dir) = &self.shared.settings.state_dir else {
+            return;
+        };
+        if let Err(error) = state.store(dir) {
+            let message = format!(
+                "cannot write {}: {error}",
+                dir.join(saved_state::FILE_NAME).display()
+            );
+            self.shared.app.log(LogLevel::Warning, &message);
+        }
+    }
+
+    /// Saves the position this node leaves with. It is safe to bootstrap from if it was
+    /// the last member of the primary component.
+    fn save_final_state(&self, last_member: bool) {
+        let inner = lock(&self.shared.inner);
+        let complete = matches!(
+            inner.state,
+            NodeState::Synced | NodeState::Donor | NodeState::Joined | NodeState::Closed
+        ) && inner.joining.is_none();
+        let cluster = inner.cluster;
+        drop(inner);
+        if cluster == Uuid::NIL {
+            return;
+        }
+        let seqno = if complete {
+            self.last_committed_locked()
+        } else {
+            Seqno::UNDEFINED
+        };
+        self.save_state(SavedState {
+            position: Gtid { cluster, seqno },
+            safe_to_bootstrap: last_member && seqno.is_defined(),
+        });
+    }
+
     /// Leaves the cluster: every `recv` returns after the final view.
     pub fn disconnect(&self) {
+        let last_member = {
+            let mut inner = lock(&self.shared.inner);
+            let last = inner.connected && inner.primary && inner.members.len() <= 1;
+            if inner.connected {
+                inner.last_member_on_leave = Some(last);
+            }
+            last
+        };
         if let Some(runner) = lock(&self.runner).as_ref() {
             let _ = runner.leave();
             let deadline = Instant::now() + Duration::from_secs(5);
@@ -544,6 +661,8 @@ impl Replicator {
             inner.primary = false;
             inner.state = NodeState::Closed;
             inner.runner = None;
+            drop(inner);
+            self.save_final_state(last_member);
         }
         self.shared.changed.notify_all();
     }
@@ -561,9 +680,14 @@ impl Replicator {
                 .unwrap_or_else(|p| p.into_inner());
             inner = guard;
         }
+        let last_member = inner.last_member_on_leave.take();
         drop(inner);
         for thread in lock(&self.threads).drain(..) {
             let _ = thread.join();
+        }
+        // The appliers have finished: save the final committed position.
+        if let Some(last_member) = last_member {
+            self.save_final_state(last_member);
         }
     }
 

@@ -9,10 +9,11 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base::{KeyType, Seqno};
+use base::{Gtid, KeyType, Seqno};
 use group::GroupConfig;
 use replicator::{
-    Application, ApplyAction, CertifyOutcome, LogLevel, RecvContext, Replicator, Settings, ViewInfo,
+    Application, ApplyAction, CertifyOutcome, LogLevel, RecvContext, Replicator, ReplicatorError,
+    SavedState, Settings, ViewInfo,
 };
 
 #[derive(Default)]
@@ -74,6 +75,7 @@ fn a_founding_node_commits_local_transactions_in_order() {
     let server = Arc::new(FakeServer::default());
     let mut group = GroupConfig::default();
     group.tick_interval_ns = 5_000_000;
+    let state_dir = tempfile::tempdir().unwrap();
     let settings = Settings {
         node_name: "node1".into(),
         incoming_address: "127.0.0.1:3306".into(),
@@ -82,8 +84,10 @@ fn a_founding_node_commits_local_transactions_in_order() {
         seed: 1,
         causal_read_timeout: Duration::from_secs(5),
         ist_address: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        state_dir: Some(state_dir.path().to_owned()),
+        history: None,
     };
-    let replicator = Arc::new(Replicator::new(server.clone(), settings));
+    let replicator = Arc::new(Replicator::new(server.clone(), settings.clone()));
     replicator.connect("gcomm://", "", true).unwrap();
     assert!(
         replicator.connect("gcomm://", "", true).is_err(),
@@ -204,6 +208,65 @@ fn a_founding_node_commits_local_transactions_in_order() {
             .any(|c| c == "view non-primary 0"),
         "final view"
     );
+
+    // The last member left cleanly: its saved state is complete and safe to bootstrap.
+    let saved = SavedState::load(state_dir.path())
+        .unwrap()
+        .expect("grastate.dat");
+    assert_eq!(saved.position.seqno, Seqno(22));
+    assert!(saved.safe_to_bootstrap);
+    let history = saved.position.cluster;
+
+    // Founding again from that directory continues the history: same UUID, next seqno.
+    let server = Arc::new(FakeServer::default());
+    let mut again = settings.clone();
+    again.listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let replicator = Arc::new(Replicator::new(server.clone(), again));
+    replicator.connect("gcomm://", "", true).unwrap();
+    let running = SavedState::load(state_dir.path()).unwrap().unwrap();
+    assert_eq!(running.position.seqno, Seqno::UNDEFINED, "-1 while running");
+    assert!(!running.safe_to_bootstrap);
+    let applier = {
+        let replicator = replicator.clone();
+        std::thread::spawn(move || replicator.recv(RecvContext(1)))
+    };
+    wait_for("synced again", || {
+        server.calls.lock().unwrap().iter().any(|c| c == "synced")
+    });
+    let position = replicator.last_committed();
+    assert_eq!(position.cluster, history, "the same history");
+    assert_eq!(
+        position.seqno,
+        Seqno(23),
+        "the founding view follows seqno 22"
+    );
+    replicator.shutdown();
+    let _ = applier.join();
+
+    // A node that was not the last to leave may not found a cluster.
+    SavedState {
+        position: Gtid {
+            cluster: history,
+            seqno: Seqno(23),
+        },
+        safe_to_bootstrap: false,
+    }
+    .store(state_dir.path())
+    .unwrap();
+    let mut refused = settings;
+    refused.listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let replicator = Replicator::new(Arc::new(FakeServer::default()), refused);
+    let error = replicator.connect("gcomm://", "", true).unwrap_err();
+    assert!(
+        matches!(error, ReplicatorError::UnsafeBootstrap(_)),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("safe_to_bootstrap: 1"),
+        "{error}"
+    );
+    // Joining is always allowed.
+    replicator.shutdown();
 }
 
 /// A fake server whose "SST" hands the donor's position straight to the joiner.
@@ -284,6 +347,8 @@ fn settings(name: &str) -> Settings {
         seed: name.bytes().map(u64::from).sum(),
         causal_read_timeout: Duration::from_secs(5),
         ist_address: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        state_dir: None,
+        history: None,
     }
 }
 

@@ -48,6 +48,8 @@ use crate::net::Connections;
 pub enum Role {
     /// Found a new cluster with this member as its only member (`--wsrep-new-cluster`).
     Bootstrap,
+    /// Found a new cluster that continues a saved history (its state UUID and seqno).
+    BootstrapFrom(base::Gtid),
     /// Join an existing cluster through the members listening at `seeds` (`host:port`).
     Join {
         /// Addresses of members to ask for admission.
@@ -271,6 +273,9 @@ impl GroupRunner {
         let rng = seeded_rng(seed);
         let node = match role {
             Role::Bootstrap => GroupNode::bootstrap(config, name, &address, rng, Nanos(0)),
+            Role::BootstrapFrom(history) => {
+                GroupNode::bootstrap_from(config, name, &address, Some(history), rng, Nanos(0))
+            }
             Role::Join { seeds } => GroupNode::join(config, name, &address, seeds, rng, Nanos(0)),
         };
         let shared = Arc::new(Shared {
