@@ -13,6 +13,8 @@
 //!   bad value;
 //! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
 //! - a node killed with SIGKILL is evicted while the others keep committing, and rejoins;
+//! - a malformed provider option stops mariadbd from starting with a message naming it,
+//!   without a crash;
 //! - the whole cluster stops cleanly (each node saving its position in `grastate.dat`,
 //!   the last one safe to bootstrap) and comes back from its directory alone, continuing
 //!   the same history.
@@ -64,7 +66,7 @@ fn concurrent(cluster: &Cluster, statements: [(usize, String); 2]) -> Vec<Result
     })
 }
 
-/// sysbench `oltp_write_only`, 4 tables of 2,000 rows, 8 threads, 10 s, with connections
+/// sysbench `oltp_write_only`, 8 tables of 10,000 rows, 8 threads, 30 s, with connections
 /// spread over the three nodes' sockets.
 fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
     cluster.sql(1, "CREATE DATABASE sbtest").unwrap();
@@ -76,8 +78,8 @@ fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
         "--db-driver=mysql",
         "--mysql-user=root",
         "--mysql-db=sbtest",
-        "--tables=4",
-        "--table-size=2000",
+        "--tables=8",
+        "--table-size=10000",
         "--threads=8",
     ];
     let prepare = std::process::Command::new("sysbench")
@@ -92,7 +94,7 @@ fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
         .arg("sysbench")
         .args(common)
         .arg(format!("--mysql-socket={}", sockets.join(",")))
-        .args(["--time=10", "--mysql-ignore-errors=1213", "run"])
+        .args(["--time=30", "--mysql-ignore-errors=1213", "run"])
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&run.stdout);
@@ -102,7 +104,10 @@ fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
         "sysbench failed (an error other than a deadlock?):\n{report}"
     );
     assert!(report.contains("transactions:"), "{report}");
-    let tables = "sbtest.sbtest1, sbtest.sbtest2, sbtest.sbtest3, sbtest.sbtest4";
+    let tables = (1..=8)
+        .map(|t| format!("sbtest.sbtest{t}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let sums: Vec<String> = (1..=NODES)
@@ -342,6 +347,37 @@ fn a_three_node_cluster_on_trireme() {
         .unwrap_or_else(|e| panic!("restart node3: {e:#}"));
     assert_all_synced(&cluster);
     let rows = 130 + u64::from(next_id - 5000);
+    wait_consistent(&cluster, rows);
+
+    // A bad provider option at start: mariadbd refuses to start with a message naming the
+    // option, and does not crash; with the option fixed, the node rejoins.
+    cluster.stop_node(3).unwrap();
+    let cnf = cluster.config().cnf_path(3);
+    let good = std::fs::read_to_string(&cnf).unwrap();
+    let bad = good.replace("gcache.size=64M", "gcache.size=64M; gcs.fc_limit=lots");
+    assert_ne!(
+        good,
+        bad,
+        "the option string was found in {}",
+        cnf.display()
+    );
+    std::fs::write(&cnf, &bad).unwrap();
+    let refused = cluster.start_node(3);
+    assert!(refused.is_err(), "node 3 started with a bad option");
+    let log = cluster.error_log_tail(3, 200);
+    assert!(
+        log.contains("gcs.fc_limit") && log.contains("lots"),
+        "the error names the option and the value:\n{log}"
+    );
+    assert!(
+        !log.contains("got signal"),
+        "mariadbd crashed instead of refusing:\n{log}"
+    );
+    std::fs::write(&cnf, &good).unwrap();
+    cluster
+        .start_node(3)
+        .unwrap_or_else(|e| panic!("node 3 with its option fixed: {e:#}"));
+    assert_all_synced(&cluster);
     wait_consistent(&cluster, rows);
 
     // A clean stop of everything, then back from the directory alone, in the same
