@@ -900,8 +900,11 @@ impl Replicator {
                     }
                 }
                 let _ = monitors.apply.enter(seqno, depends_on);
-                lock(&self.shared.inner).entered_apply.insert(seqno);
-                let cluster = lock(&self.shared.inner).cluster;
+                let cluster = {
+                    let mut inner = lock(&self.shared.inner);
+                    inner.entered_apply.insert(seqno);
+                    inner.cluster
+                };
                 let action = ApplyAction {
                     meta: Meta {
                         gtid: Gtid { cluster, seqno },
