@@ -133,11 +133,14 @@ fn causal_reads_see_the_latest_commit(cluster: &Cluster) {
             "CREATE TABLE trireme_test.causal (id INT PRIMARY KEY, v INT NOT NULL)",
         )
         .unwrap();
-    let before: u64 = value(cluster, 2, "SHOW STATUS LIKE 'wsrep_causal_reads'")
-        .split('\t')
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("wsrep_causal_reads is reported");
+    let causal_reads = || -> u64 {
+        value(cluster, 2, "SHOW STATUS LIKE 'wsrep_causal_reads'")
+            .split('\t')
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .expect("wsrep_causal_reads is reported")
+    };
+    let before = causal_reads();
     for round in 1..=3u32 {
         let rows = 50_000 * round;
         cluster
@@ -163,11 +166,7 @@ fn causal_reads_see_the_latest_commit(cluster: &Cluster) {
             "round {round}: the causal read on node 2 missed node 1's commit"
         );
     }
-    let after: u64 = value(cluster, 2, "SHOW STATUS LIKE 'wsrep_causal_reads'")
-        .split('\t')
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let after = causal_reads();
     assert!(
         after >= before + 3,
         "causal reads counted: {before} -> {after}"

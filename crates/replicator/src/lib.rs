@@ -359,6 +359,16 @@ struct Inner {
     cert_index_size: usize,
 }
 
+impl Inner {
+    /// Local write-sets sent to the group and not ordered yet (Galera's send queue).
+    fn write_sets_in_flight(&self) -> usize {
+        self.trxs
+            .values()
+            .filter(|t| t.submitted && t.outcome.is_none())
+            .count()
+    }
+}
+
 struct Shared {
     app: Arc<dyn Application>,
     settings: Settings,
@@ -1003,11 +1013,7 @@ impl Replicator {
         counters.repl_keys += write_set.keys.len() as u64;
         counters.repl_keys_bytes += key_bytes as u64;
         counters.repl_data_bytes += write_set.data.len() as u64;
-        let in_flight = inner
-            .trxs
-            .values()
-            .filter(|t| t.submitted && t.outcome.is_none())
-            .count();
+        let in_flight = inner.write_sets_in_flight();
         inner.window.send_queue.record(in_flight as u64);
         let Some(runner) = inner.runner.clone() else {
             return CertifyOutcome::NotOrdered;
@@ -1489,11 +1495,7 @@ impl Replicator {
         let incoming: Vec<&str> = inner.members.iter().map(|m| m.incoming.as_str()).collect();
         let w = &inner.window;
         let float = |value: f64| format!("{value:.6}");
-        let in_flight = inner
-            .trxs
-            .values()
-            .filter(|t| t.submitted && t.outcome.is_none())
-            .count();
+        let in_flight = inner.write_sets_in_flight();
         let open_connections = inner
             .trxs
             .values()

@@ -73,19 +73,10 @@ fn free_port() -> u16 {
 #[test]
 fn a_founding_node_commits_local_transactions_in_order() {
     let server = Arc::new(FakeServer::default());
-    let mut group = GroupConfig::default();
-    group.tick_interval_ns = 5_000_000;
     let state_dir = tempfile::tempdir().unwrap();
     let settings = Settings {
-        node_name: "node1".into(),
-        incoming_address: "127.0.0.1:3306".into(),
-        listen: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        group,
-        seed: 1,
-        causal_read_timeout: Duration::from_secs(5),
-        ist_address: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
         state_dir: Some(state_dir.path().to_owned()),
-        history: None,
+        ..settings("node1")
     };
     let replicator = Arc::new(Replicator::new(server.clone(), settings.clone()));
     replicator.connect("gcomm://", "", true).unwrap();
