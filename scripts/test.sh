@@ -13,8 +13,10 @@ cargo fmt --all -- --check
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "==> building libtrireme.so for the cluster tests"
-cargo build --quiet -p provider
+echo "==> building libtrireme.so and trireme (release) for the cluster tests and the bench"
+cargo build --release --quiet -p provider -p cli
+# The real-MariaDB tests load the optimised provider: what a user runs, and a faster test.
+export TRIREME_TEST_PROVIDER="$PWD/target/release/libtrireme.so"
 
 echo "==> cargo test"
 cargo test --workspace

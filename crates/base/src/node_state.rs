@@ -90,9 +90,13 @@ impl NodeState {
         }
     }
 
-    /// True if this node's apply queue may pause the cluster by flow control.
+    /// True if this node's apply queue may pause the cluster by flow control: only when
+    /// SYNCED. A JOINED node is still working off what was ordered during its state
+    /// transfer; if its backlog could pause the cluster, every writer would stall for as
+    /// long as that backlog takes to apply (Galera does this: the stall after a rejoin).
+    /// It turns SYNCED, and takes part in flow control, once its queue is short.
     pub fn may_send_flow_control(self) -> bool {
-        matches!(self, NodeState::Joined | NodeState::Synced)
+        matches!(self, NodeState::Synced)
     }
 }
 
@@ -193,9 +197,9 @@ mod tests {
     }
 
     #[test]
-    fn only_joined_and_synced_nodes_send_flow_control() {
+    fn only_synced_nodes_send_flow_control() {
         for state in ALL {
-            let expected = matches!(state, NodeState::Joined | NodeState::Synced);
+            let expected = state == NodeState::Synced;
             assert_eq!(state.may_send_flow_control(), expected, "{state}");
         }
     }

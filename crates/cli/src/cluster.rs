@@ -83,6 +83,8 @@ pub struct UpOptions {
     pub base_port: Option<u16>,
     /// `wsrep_sst_method` (default rsync).
     pub sst_method: Option<SstMethod>,
+    /// More `wsrep_provider_options` for every node (`key=value; ...`).
+    pub provider_options: Option<String>,
     /// Bounds on the waits.
     pub timeouts: Timeouts,
 }
@@ -96,6 +98,7 @@ impl UpOptions {
             provider: None,
             base_port: None,
             sst_method: None,
+            provider_options: None,
             timeouts: Timeouts::default(),
         }
     }
@@ -562,6 +565,7 @@ impl Cluster {
             provider,
             sst_method: opts.sst_method.unwrap_or_default(),
             user: root.then(|| SERVER_USER.to_string()),
+            provider_options: opts.provider_options.clone().unwrap_or_default(),
         };
         config.validate()?;
         for node in 1..=config.nodes {
@@ -624,6 +628,11 @@ impl Cluster {
                 "--sst-method",
                 opts.sst_method.map(|v| v.to_string()),
                 config.sst_method.to_string(),
+            ),
+            (
+                "--provider-options",
+                opts.provider_options.clone(),
+                config.provider_options.clone(),
             ),
         ];
         for (flag, given, recorded) in conflicts {

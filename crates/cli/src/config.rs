@@ -124,6 +124,9 @@ pub struct ClusterConfig {
     /// The OS user the servers run as (`mariadbd --user`), or `None` when they run as the
     /// user who runs `trireme` (which is then not root).
     pub user: Option<String>,
+    /// More `wsrep_provider_options` entries (`key=value; ...`) for every node, after the
+    /// cluster's own (so they win): for example a small `gcache.size`.
+    pub provider_options: String,
 }
 
 impl ClusterConfig {
@@ -265,8 +268,14 @@ impl ClusterConfig {
             format!("wsrep_node_incoming_address=127.0.0.1:{}", p.sql),
             format!(
                 "wsrep_provider_options=\"gmcast.listen_addr=tcp://127.0.0.1:{}; \
-                 ist.recv_addr=127.0.0.1:{}; gcache.size=64M\"",
-                p.group, p.ist
+                 ist.recv_addr=127.0.0.1:{}; gcache.size=64M{}\"",
+                p.group,
+                p.ist,
+                if self.provider_options.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", self.provider_options.trim())
+                }
             ),
             format!("wsrep_sst_method={}", self.sst_method),
             format!("wsrep_sst_receive_address=127.0.0.1:{}", p.sst),
@@ -290,12 +299,13 @@ impl ClusterConfig {
     pub fn to_file_text(&self) -> String {
         format!(
             "# Written by `trireme cluster up`; read by every other `trireme cluster` command.\n\
-             nodes={}\nbase_port={}\nprovider={}\nsst_method={}\nuser={}\n",
+             nodes={}\nbase_port={}\nprovider={}\nsst_method={}\nuser={}\nprovider_options={}\n",
             self.nodes,
             self.base_port,
             self.provider.display(),
             self.sst_method,
             self.user.as_deref().unwrap_or(""),
+            self.provider_options,
         )
     }
 
@@ -306,6 +316,7 @@ impl ClusterConfig {
         let mut provider = None;
         let mut sst_method = None;
         let mut user = None;
+        let mut provider_options = String::new();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -321,6 +332,7 @@ impl ClusterConfig {
                 "provider" => provider = Some(PathBuf::from(value)),
                 "sst_method" => sst_method = Some(value.parse()?),
                 "user" => user = Some((!value.is_empty()).then(|| value.to_string())),
+                "provider_options" => provider_options = value.to_string(),
                 other => bail!("line {}: unknown key {other:?}", number + 1),
             }
         }
@@ -331,6 +343,7 @@ impl ClusterConfig {
             provider: provider.ok_or_else(|| anyhow!("missing provider="))?,
             sst_method: sst_method.ok_or_else(|| anyhow!("missing sst_method="))?,
             user: user.ok_or_else(|| anyhow!("missing user="))?,
+            provider_options,
         };
         config.validate()?;
         Ok(config)
@@ -370,6 +383,7 @@ mod tests {
             provider: PathBuf::from("/usr/lib/galera/libgalera_smm.so"),
             sst_method: SstMethod::Rsync,
             user: Some("trireme".to_string()),
+            provider_options: String::new(),
         }
     }
 

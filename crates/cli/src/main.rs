@@ -71,6 +71,9 @@ enum ClusterCommand {
         /// How joiners get their data [default: rsync].
         #[arg(long, value_enum)]
         sst_method: Option<SstArg>,
+        /// More wsrep_provider_options for every node, e.g. "gcache.size=16M".
+        #[arg(long, value_name = "OPTIONS")]
+        provider_options: Option<String>,
         /// Seconds each node may take to become Synced (SST included).
         #[arg(long, default_value_t = 120, value_name = "SECONDS")]
         timeout: u64,
@@ -162,6 +165,7 @@ fn run(cli: Cli) -> Result<()> {
             provider,
             base_port,
             sst_method,
+            provider_options,
             timeout,
         } => {
             let mut opts = UpOptions::new(dir.resolve());
@@ -172,6 +176,7 @@ fn run(cli: Cli) -> Result<()> {
                 SstArg::Rsync => SstMethod::Rsync,
                 SstArg::Mariabackup => SstMethod::Mariabackup,
             });
+            opts.provider_options = provider_options;
             opts.timeouts.node_start = Duration::from_secs(timeout);
             let cluster = Cluster::up(&opts)?;
             println!(

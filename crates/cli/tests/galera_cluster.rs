@@ -2,7 +2,7 @@
 //! stop, restart from the saved state, replicate again, stop.
 //!
 //! The provider is Galera (`/usr/lib/galera/libgalera_smm.so`) unless
-//! `TRIREME_TEST_PROVIDER` names another library (Trireme's, once it exists). Missing
+//! `GALERA_TEST_PROVIDER` names another library. Missing
 //! MariaDB or provider is a failure, not a skip: run scripts/setup.sh.
 
 #![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
@@ -18,7 +18,7 @@ use common::{assert_all_synced, new_cluster_dir, preflight, value, wait_consiste
 const GALERA: &str = "/usr/lib/galera/libgalera_smm.so";
 
 fn provider() -> PathBuf {
-    std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(|| PathBuf::from(GALERA), PathBuf::from)
+    std::env::var_os("GALERA_TEST_PROVIDER").map_or_else(|| PathBuf::from(GALERA), PathBuf::from)
 }
 
 #[test]

@@ -254,6 +254,8 @@ pub struct GroupNode {
     local_state: NodeState,
     apply_queue_len: u64,
     committed: Seqno,
+    /// The oldest seqno this node's write-set cache holds, as last reported to it.
+    cached_from: Seqno,
     stop_wanted: bool,
     pacing: ControlPacing,
     flow: FlowCounters,
@@ -384,6 +386,7 @@ impl GroupNode {
             local_state: NodeState::Open,
             apply_queue_len: 0,
             committed: Seqno::UNDEFINED,
+            cached_from: Seqno::UNDEFINED,
             stop_wanted: false,
             pacing: ControlPacing::default(),
             flow: FlowCounters::default(),
@@ -465,7 +468,8 @@ impl GroupNode {
                     Control::FlowStop(id)
                     | Control::FlowResume(id)
                     | Control::State(id, _)
-                    | Control::Committed(id, _) => id == from,
+                    | Control::Committed(id, _)
+                    | Control::Cached(id, _) => id == from,
                     Control::StateRequest(ref request) => request.joiner == from,
                 };
                 if concerns_sender && self.is_leader() {
@@ -523,6 +527,12 @@ impl GroupNode {
     /// Reports the node's last committed seqno (its part of the commit cut).
     pub fn report_committed(&mut self, seqno: Seqno) {
         self.committed = self.committed.max(seqno);
+    }
+
+    /// Reports the oldest seqno this node's write-set cache holds (`UNDEFINED`: none), so
+    /// that donor selection can prefer a member that can serve a joiner's IST.
+    pub fn report_cached(&mut self, seqno: Seqno) {
+        self.cached_from = seqno;
     }
 
     /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
@@ -1183,6 +1193,7 @@ impl GroupNode {
         fresh.deliveries = std::mem::take(&mut self.deliveries);
         fresh.outbox = std::mem::take(&mut self.outbox);
         fresh.last_delivered = self.last_delivered;
+        fresh.cached_from = self.cached_from;
         *self = fresh;
     }
 
@@ -1354,6 +1365,13 @@ impl GroupNode {
         {
             self.pacing.committed = Some(tick);
             wanted.push(Control::Committed(me, self.committed));
+        }
+        let cached = self.state.cached_from.get(&me).copied();
+        if cached != Some(self.cached_from)
+            && is_due(self.pacing.cached, tick, COMMITTED_REPORT_TICKS)
+        {
+            self.pacing.cached = Some(tick);
+            wanted.push(Control::Cached(me, self.cached_from));
         }
         for control in wanted {
             if self.is_leader() {
@@ -1545,6 +1563,7 @@ struct ControlPacing {
     state: LastSent<NodeState>,
     flow: LastSent<bool>,
     committed: Option<u64>,
+    cached: Option<u64>,
 }
 
 /// The last value sent of one kind of control message, and the tick it went.

@@ -51,6 +51,10 @@ pub enum Control {
     Committed(u64, Seqno),
     /// The member asks for state transfer. Ordered, so every member picks the same donor.
     StateRequest(StateRequest),
+    /// The oldest seqno the member's write-set cache (gcache) holds, `UNDEFINED` when it
+    /// holds nothing: how far back it can serve IST. Donor selection prefers a member whose
+    /// cache covers the joiner's gap.
+    Cached(u64, Seqno),
 }
 
 /// A joiner's request for state, as the group orders it.
@@ -82,7 +86,10 @@ pub enum NoDonor {
 
 impl GroupState {
     /// Picks the donor for `request` the way Galera does: the first listed name that is
-    /// SYNCED; with a trailing comma, or an empty list, any other SYNCED member.
+    /// SYNCED; with a trailing comma, or an empty list, any other SYNCED member. When the
+    /// joiner asks for IST (`ist_from` defined), a candidate whose write-set cache reaches
+    /// back to `ist_from + 1` comes first, in the same order of preference: a gap that some
+    /// allowed donor still holds never falls back to SST.
     pub fn select_donor(&self, request: &StateRequest) -> Result<u64, NoDonor> {
         let synced = |id: &u64| {
             *id != request.joiner
@@ -98,28 +105,34 @@ impl GroupState {
             .filter(|n| !n.is_empty())
             .collect();
         let any_other = names.is_empty() || request.donor_names.trim_end().ends_with(',');
-        let mut listed_exists = false;
+        let mut listed = Vec::new();
         for name in &names {
             let found = self
                 .members
                 .iter()
                 .find(|(id, m)| **id != request.joiner && m.info.name == *name);
             if let Some((id, _)) = found {
-                listed_exists = true;
-                if synced(id) {
-                    return Ok(*id);
-                }
+                listed.push(*id);
             }
         }
+        let mut candidates = listed.clone();
         if any_other {
-            return self
-                .members
-                .keys()
-                .copied()
-                .find(synced)
-                .ok_or(NoDonor::NotYet);
+            candidates.extend(self.members.keys().filter(|id| !listed.contains(id)));
         }
-        if listed_exists {
+        if request.ist_from.is_defined() {
+            let holds_gap = |id: &u64| {
+                self.cached_from
+                    .get(id)
+                    .is_some_and(|from| from.is_defined() && from.0 <= request.ist_from.0 + 1)
+            };
+            if let Some(id) = candidates.iter().find(|id| synced(id) && holds_gap(id)) {
+                return Ok(*id);
+            }
+        }
+        if let Some(id) = candidates.iter().find(|id| synced(id)) {
+            return Ok(*id);
+        }
+        if any_other || !listed.is_empty() {
             Err(NoDonor::NotYet)
         } else {
             Err(NoDonor::Unreachable)
@@ -204,6 +217,8 @@ pub struct GroupState {
     /// The commit cut: every member that reported has committed up to here, so the
     /// certification index may forget older entries. Only grows.
     pub safe_seqno: Seqno,
+    /// The oldest seqno each member reported its write-set cache to hold (for IST).
+    pub cached_from: BTreeMap<u64, Seqno>,
 }
 
 impl GroupState {
@@ -227,6 +242,7 @@ impl GroupState {
             paused_by: BTreeSet::new(),
             committed: BTreeMap::new(),
             safe_seqno: Seqno::UNDEFINED,
+            cached_from: BTreeMap::new(),
         }
     }
 
@@ -241,6 +257,7 @@ impl GroupState {
             paused_by: BTreeSet::new(),
             committed: BTreeMap::new(),
             safe_seqno: Seqno::UNDEFINED,
+            cached_from: BTreeMap::new(),
         }
     }
 
@@ -302,6 +319,11 @@ impl GroupState {
                 }
             }
             Control::StateRequest(_) => {}
+            Control::Cached(raft_id, seqno) => {
+                if self.members.contains_key(&raft_id) {
+                    self.cached_from.insert(raft_id, seqno);
+                }
+            }
             Control::Committed(raft_id, seqno) => {
                 if self.members.contains_key(&raft_id) && seqno <= self.last_seqno {
                     let entry = self.committed.entry(raft_id).or_insert(seqno);
@@ -337,6 +359,7 @@ impl GroupState {
         }
         self.paused_by.remove(&raft_id);
         self.committed.remove(&raft_id);
+        self.cached_from.remove(&raft_id);
         self.update_safe_seqno();
     }
 
@@ -468,6 +491,56 @@ mod tests {
             state.select_donor(&request("n4")),
             Err(NoDonor::Unreachable),
             "not itself"
+        );
+    }
+
+    #[test]
+    fn donor_selection_prefers_a_member_whose_cache_holds_the_gap() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+        for id in 2..=4 {
+            state.add_member(info(id));
+            state.apply_control(&Control::State(id, NodeState::Synced));
+        }
+        state.apply_control(&Control::Cached(1, Seqno(500)));
+        state.apply_control(&Control::Cached(2, Seqno(90)));
+        state.apply_control(&Control::Cached(3, Seqno(101)));
+        let request = |names: &str, ist_from: i64| StateRequest {
+            joiner: 4,
+            donor_names: names.into(),
+            sst_request: vec![],
+            ist_from: Seqno(ist_from),
+            ist_address: String::new(),
+        };
+        assert_eq!(
+            state.select_donor(&request("", 100)),
+            Ok(2),
+            "1 lacks the gap"
+        );
+        assert_eq!(
+            state.select_donor(&request("n3,", 100)),
+            Ok(3),
+            "the listed donor first when it holds the gap (101 is the first seqno needed)"
+        );
+        assert_eq!(
+            state.select_donor(&request("n1,", 99)),
+            Ok(2),
+            "a listed donor without the gap yields to any other that has it"
+        );
+        assert_eq!(
+            state.select_donor(&request("n1", 99)),
+            Ok(1),
+            "without the trailing comma only n1 may serve: SST from it"
+        );
+        assert_eq!(
+            state.select_donor(&request("", 10)),
+            Ok(1),
+            "nobody holds the gap: SST from the first synced member"
+        );
+        assert_eq!(state.select_donor(&request("", -1)), Ok(1), "no IST asked");
+        state.remove_member(2);
+        assert!(
+            !state.cached_from.contains_key(&2),
+            "a leaver's cache is forgotten"
         );
     }
 

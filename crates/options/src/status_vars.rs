@@ -67,7 +67,7 @@ const fn server(name: &'static str, kind: ValueKind, meaning: &'static str) -> S
 
 /// Every status variable, in the order the reference node shows them: the provider's fixed
 /// list, then the group layer's entries, then the server's own.
-pub const STATUS_VARS: [StatusVar; 74] = [
+pub const STATUS_VARS: [StatusVar; 77] = [
     provider(
         "local_state_uuid",
         Text,
@@ -185,6 +185,21 @@ pub const STATUS_VARS: [StatusVar; 74] = [
         "local_cached_downto",
         Int,
         "lowest seqno still in the write-set cache (IST can start there)",
+    ),
+    provider(
+        "ist_reach_seqnos",
+        Int,
+        "Trireme: how many seqnos back this node can serve IST (its gcache's extent)",
+    ),
+    provider(
+        "ist_reach_seconds",
+        Double,
+        "Trireme: how many seconds back this node can serve IST (age of its oldest cached write-set)",
+    ),
+    provider(
+        "gcache_disk_bytes",
+        Int,
+        "Trireme: bytes of the write-set cache on disk, ring and overflow pages",
     ),
     provider(
         "flow_control_paused_ns",
@@ -405,7 +420,7 @@ mod tests {
     #[test]
     fn providers_come_first_and_never_report_booleans() {
         let provider_count = provider_vars().count();
-        assert_eq!(provider_count, 56);
+        assert_eq!(provider_count, 59);
         assert!(STATUS_VARS[..provider_count]
             .iter()
             .all(|var| var.owner == Owner::Provider && var.kind != ValueKind::Bool));

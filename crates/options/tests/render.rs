@@ -188,7 +188,8 @@ fn listing_matches_the_reference_galera_node() {
     assert_eq!(options.render(), raw);
 }
 
-/// The status variable names are the reference node's, in its order.
+/// The status variable names are the reference node's, in its order, plus Trireme's own
+/// (each says so in its meaning).
 #[test]
 fn status_variables_match_the_reference_galera_node() {
     let Some(text) = reference_file("galera-status-vars.txt") else {
@@ -201,7 +202,18 @@ fn status_variables_match_the_reference_galera_node() {
         .collect();
     let ours: Vec<String> = STATUS_VARS
         .iter()
+        .filter(|var| !var.meaning.starts_with("Trireme:"))
         .map(|var| format!("{}{}", status_vars::PREFIX, var.name))
         .collect();
     assert_eq!(names, ours);
+    let own: Vec<&str> = STATUS_VARS
+        .iter()
+        .filter(|var| var.meaning.starts_with("Trireme:"))
+        .map(|var| var.name)
+        .collect();
+    assert_eq!(
+        own,
+        ["ist_reach_seqnos", "ist_reach_seconds", "gcache_disk_bytes"],
+        "a Galera name must never be marked as Trireme's own"
+    );
 }

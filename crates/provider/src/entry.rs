@@ -7,7 +7,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base::{KeyType, Seqno};
 use options::{status_vars, InitContext, ProviderOptions};
-use replicator::{AbortOutcome, CertifyOutcome, Meta, RecvContext, Replicator, Settings};
+use replicator::{
+    AbortOutcome, CertifyOutcome, FreezePurge, GcacheConfig, Meta, RecvContext, Replicator,
+    Settings,
+};
 use wsrep_sys::*;
 
 use crate::app::{from_c_gtid, to_c_gtid, to_c_uuid, ServerApp, StatsBlock};
@@ -134,6 +137,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
     with_instance(wsrep, WSREP_NODE_FAIL, |instance| {
         let app = Arc::new(ServerApp::from_init_args(args));
         *lock(&instance.app) = Some(app.clone());
+        crate::log_bridge::route_to(args.logger_cb);
         let context = InitContext {
             node_address: c_str(args.node_address).filter(|a| !a.is_empty()),
             data_dir: c_str(args.data_dir).filter(|d| !d.is_empty()),
@@ -176,6 +180,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             causal_read_timeout: options.repl_causal_read_timeout,
             ist_address,
             state_dir: Some(std::path::PathBuf::from(&options.base_dir)),
+            gcache: Some(gcache_config(&options)),
             history: if args.state_id.is_null() {
                 None
             } else {
@@ -183,11 +188,47 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
                 Some(from_c_gtid(unsafe { &*args.state_id }))
             },
         };
+        let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
         *lock(&instance.options) = options;
-        *lock(&instance.replicator) = Some(Arc::new(Replicator::new(app, settings)));
+        let replicator = Replicator::new(app, settings);
+        if let Err(error) = replicator.set_freeze_purge(freeze) {
+            instance.log(WSREP_LOG_WARN, &error.to_string());
+        }
+        *lock(&instance.replicator) = Some(Arc::new(replicator));
         instance.log(WSREP_LOG_INFO, "Trireme provider initialised");
         WSREP_OK
     })
+}
+
+/// The write-set cache settings from the `gcache.*` options (`gcache.name` may be a path).
+fn gcache_config(options: &ProviderOptions) -> GcacheConfig {
+    let path = options.gcache_path();
+    let dir = path
+        .parent()
+        .map_or_else(|| std::path::PathBuf::from("."), |p| p.to_path_buf());
+    let name = path.file_name().map_or_else(
+        || options.gcache_name.clone(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    GcacheConfig {
+        dir,
+        name,
+        size: options.gcache_size,
+        page_size: options.gcache_page_size,
+        keep_pages_size: options.gcache_keep_pages_size,
+        keep_seconds: options.gcache_keep_seconds,
+        max_disk_bytes: options.gcache_max_disk_bytes,
+        recover: options.gcache_recover,
+    }
+}
+
+/// The cache's form of `gcache.freeze_purge_at_seqno`.
+fn freeze_of(value: options::value::FreezePurge) -> FreezePurge {
+    match value {
+        options::value::FreezePurge::Off => FreezePurge::Off,
+        options::value::FreezePurge::AtSeqno(seqno) => FreezePurge::At(Seqno(seqno as i64)),
+        options::value::FreezePurge::Now => FreezePurge::Now,
+    }
 }
 
 unsafe extern "C" fn capabilities(_wsrep: *mut wsrep_t) -> wsrep_cap_t {
@@ -207,12 +248,26 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 }
                 let group = options.group_config();
                 let causal_read_timeout = options.repl_causal_read_timeout;
+                let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
                 drop(options);
                 if let Some(replicator) = instance.replicator() {
                     if let Err(error) = replicator.reconfigure(group, causal_read_timeout) {
                         instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
                         return WSREP_NODE_FAIL;
                     }
+                    if let Err(error) = replicator.set_freeze_purge(freeze) {
+                        instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
+                        return WSREP_NODE_FAIL;
+                    }
+                    // `now` reads back as the seqno it froze at, as the cache resolved it.
+                    let effective = match replicator.freeze_purge() {
+                        FreezePurge::At(seqno) if seqno.0 >= 0 => {
+                            options::value::FreezePurge::AtSeqno(seqno.0 as u64)
+                        }
+                        FreezePurge::Now => options::value::FreezePurge::Now,
+                        _ => options::value::FreezePurge::Off,
+                    };
+                    lock(&instance.options).gcache_freeze_purge_at_seqno = effective;
                 }
                 WSREP_OK
             }

@@ -15,6 +15,7 @@
 
 mod app;
 mod entry;
+mod log_bridge;
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};

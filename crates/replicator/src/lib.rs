@@ -20,8 +20,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -34,8 +33,15 @@ use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
 use transport::{GroupRunner, Role, RunnerHandle};
 use writeset::{flags, Key, WriteSet};
 
+mod cache;
+mod ist;
 mod saved_state;
 mod stats;
+mod transfer;
+
+pub use cache::CacheReach;
+pub use gcache::{FreezePurge, GcacheConfig};
+pub use ist::IstError;
 pub use saved_state::{SavedState, SavedStateError};
 use stats::Window;
 
@@ -155,8 +161,10 @@ pub struct Settings {
     /// Where `grastate.dat` is kept (`base_dir`); `None` keeps no saved state.
     pub state_dir: Option<std::path::PathBuf>,
     /// The server's own position at start (MariaDB recovers it from its storage engine).
-    /// A bootstrap continues this history.
+    /// A bootstrap continues this history; a joiner asks for IST from it.
     pub history: Option<Gtid>,
+    /// The write-set cache (`gcache.*`); `None` keeps none, so this node serves no IST.
+    pub gcache: Option<GcacheConfig>,
 }
 
 /// Why a call could not be served.
@@ -254,26 +262,40 @@ enum RecvEvent {
         write_set: WriteSet,
         failed: bool,
     },
+    /// A seqno with nothing to apply (a view or an undecodable write-set received by IST):
+    /// it only passes the monitors.
+    Skip {
+        seqno: Seqno,
+    },
     Synced,
     /// Ask the server for its state transfer request and send it to the group.
     RequestState,
-    /// Serve a joiner once everything ordered before its request is committed.
+    /// Serve a joiner: with `bypass`, the server only confirms the joiner's own position
+    /// (the data goes by IST); otherwise it sends a snapshot once everything ordered before
+    /// the request is committed.
     Donate {
         request: StateRequest,
         wait_for: Seqno,
+        bypass: Option<Gtid>,
     },
 }
 
 /// A joiner's progress through state transfer.
 struct Joining {
     join_seqno: Seqno,
-    /// The position the server reported in `sst_received`.
+    /// The position the server reported in `sst_received` (for an IST-only rejoin, the
+    /// position this node already had).
     received: Option<Gtid>,
-    /// The donor's certification index and the position it stands at.
-    index: Option<(Seqno, Certifier)>,
+    /// What arrived from the donor so far.
+    transfer: transfer::TransferProgress,
+    /// The server's snapshot is in place: further requests ask for IST only.
+    ist_only: bool,
     /// No donor was free: ask again at this time.
     retry_at: Option<Instant>,
     request_again: bool,
+    /// For a node readmitted after an eviction: the primary view to give the server once
+    /// it caught up.
+    rejoin_view: Option<ViewInfo>,
 }
 
 impl Joining {
@@ -281,9 +303,11 @@ impl Joining {
         Joining {
             join_seqno,
             received: None,
-            index: None,
+            transfer: transfer::TransferProgress::default(),
+            ist_only: false,
             retry_at: None,
             request_again: false,
+            rejoin_view: None,
         }
     }
 }
@@ -291,7 +315,7 @@ impl Joining {
 impl RecvEvent {
     /// Serial events run alone: nothing else is applying while they run.
     fn is_serial(&self) -> bool {
-        !matches!(self, RecvEvent::Apply { .. })
+        !matches!(self, RecvEvent::Apply { .. } | RecvEvent::Skip { .. })
     }
 }
 
@@ -357,6 +381,8 @@ struct Inner {
     /// Whether this node was the last member when it left (for the saved state).
     last_member_on_leave: Option<bool>,
     cert_index_size: usize,
+    /// Where the server stood when it connected (see `Replicator::start_position`).
+    start_position: Option<Gtid>,
 }
 
 impl Inner {
@@ -377,6 +403,8 @@ struct Shared {
     monitors: Mutex<Option<Arc<Monitors>>>,
     /// `repl.causal_read_timeout`, which may change at runtime.
     causal_read_timeout: Mutex<Duration>,
+    /// The write-set cache this node serves IST from.
+    cache: Mutex<cache::ActionCache>,
 }
 
 /// One node's replication.
@@ -444,6 +472,7 @@ impl Replicator {
             window: Window::new(0),
             last_member_on_leave: None,
             cert_index_size: 0,
+            start_position: None,
         };
         Replicator {
             shared: Arc::new(Shared {
@@ -453,6 +482,7 @@ impl Replicator {
                 changed: Condvar::new(),
                 monitors: Mutex::new(None),
                 causal_read_timeout: Mutex::new(causal_read_timeout),
+                cache: Mutex::new(cache::ActionCache::disabled()),
             }),
             runner: Mutex::new(None),
             dispatcher: Mutex::new(None),
@@ -480,21 +510,35 @@ impl Replicator {
             inner.state = NodeState::Open;
             inner.donor_names = donor_names.to_owned();
         }
-        if !bootstrap {
-            let address = self.shared.settings.ist_address;
-            let listener = TcpListener::bind(address).map_err(|error| {
+        let start_position = self.start_position();
+        lock(&self.shared.inner).start_position = start_position;
+        self.open_cache(start_position);
+        // Every node listens for state transfer streams: a founder, too, may fall out of
+        // the primary component and come back through IST.
+        let address = self.shared.settings.ist_address;
+        match TcpListener::bind(address) {
+            Ok(listener) => {
+                let shared = Arc::clone(&self.shared);
+                let thread = std::thread::Builder::new()
+                    .name("trireme-ist-recv".into())
+                    .spawn(move || transfer::receive_transfers(shared, listener))
+                    .expect("spawning the state transfer receiver");
+                lock(&self.threads).push(thread);
+            }
+            Err(error) if !bootstrap => {
                 lock(&self.shared.inner).connected = false;
-                ReplicatorError::Transport {
+                return Err(ReplicatorError::Transport {
                     address,
                     reason: error.to_string(),
-                }
-            })?;
-            let shared = Arc::clone(&self.shared);
-            let thread = std::thread::Builder::new()
-                .name("trireme-ist-recv".into())
-                .spawn(move || receive_index(shared, listener))
-                .expect("spawning the index receiver");
-            lock(&self.threads).push(thread);
+                });
+            }
+            Err(error) => {
+                let message = format!(
+                    "cannot listen for IST on {address} ({error}): this node cannot catch up \
+                     by IST if it ever falls out of the cluster"
+                );
+                self.shared.app.log(LogLevel::Warning, &message);
+            }
         }
         let role = match self.founding_role(bootstrap, peers) {
             Ok(role) => role,
@@ -534,9 +578,7 @@ impl Replicator {
         // "recover the position from the storage engine" to whoever reads it after a crash.
         let running = SavedState {
             position: Gtid {
-                cluster: settings
-                    .history
-                    .map_or(Uuid::NIL, |history| history.cluster),
+                cluster: start_position.map_or(Uuid::NIL, |position| position.cluster),
                 seqno: Seqno::UNDEFINED,
             },
             safe_to_bootstrap: false,
@@ -549,6 +591,61 @@ impl Replicator {
             .expect("spawning the dispatcher thread");
         *lock(&self.dispatcher) = Some(dispatcher);
         Ok(())
+    }
+
+    /// Where this server stands at start: the position the server passed at `init`, else
+    /// the one saved at the last clean leave (MariaDB passes none when the snapshot comes
+    /// before the storage engines start, as with rsync; Galera then reads its grastate.dat
+    /// too).
+    fn start_position(&self) -> Option<Gtid> {
+        let settings = &self.shared.settings;
+        let known = |gtid: &Gtid| gtid.cluster != Uuid::NIL && gtid.seqno.is_defined();
+        settings.history.filter(known).or_else(|| {
+            let dir = settings.state_dir.as_ref()?;
+            SavedState::load(dir)
+                .ok()
+                .flatten()
+                .map(|saved| saved.position)
+                .filter(known)
+        })
+    }
+
+    /// Opens the write-set cache for the server's own history (it is started over if the
+    /// node lands in another one).
+    fn open_cache(&self, start_position: Option<Gtid>) {
+        let settings = &self.shared.settings;
+        let Some(config) = settings.gcache.as_ref() else {
+            return;
+        };
+        let history = start_position.map_or(Uuid::NIL, |h| h.cluster);
+        let app = &self.shared.app;
+        let opened = cache::ActionCache::open(config, history, |message| {
+            app.log(LogLevel::Info, &message);
+        });
+        let mut cache = lock(&self.shared.cache);
+        let freeze = cache.freeze_purge();
+        *cache = opened;
+        if let Err(error) = cache.set_freeze_purge(freeze) {
+            let message = format!("cannot apply gcache.freeze_purge_at_seqno={freeze}: {error}");
+            app.log(LogLevel::Warning, &message);
+        }
+    }
+
+    /// `gcache.freeze_purge_at_seqno`: `-1`, a seqno or `now`.
+    pub fn set_freeze_purge(&self, freeze: FreezePurge) -> Result<(), ReplicatorError> {
+        lock(&self.shared.cache)
+            .set_freeze_purge(freeze)
+            .map_err(|error| ReplicatorError::Options(error.to_string()))
+    }
+
+    /// The effective `gcache.freeze_purge_at_seqno` (`now` resolved to a seqno).
+    pub fn freeze_purge(&self) -> FreezePurge {
+        lock(&self.shared.cache).freeze_purge()
+    }
+
+    /// What the write-set cache holds: how far back this node can serve IST.
+    pub fn cache_reach(&self) -> CacheReach {
+        lock(&self.shared.cache).reach()
     }
 
     /// How to start the group: join through `peers`, or found a cluster. Founding is
@@ -712,20 +809,20 @@ impl Replicator {
             );
             return false;
         };
-        let send = |inner: &Inner| {
-            let request = StateRequest {
-                joiner: 0,
-                donor_names: inner.donor_names.clone(),
-                sst_request: sst_request.clone(),
-                ist_from: Seqno::UNDEFINED,
-                ist_address: shared.settings.ist_address.to_string(),
-            };
-            if let Some(runner) = inner.runner.as_ref() {
-                let _ = runner.request_state(request);
-            }
+        // IST can continue the server's own position if it is in this cluster's history.
+        let (cluster, start_position) = {
+            let inner = lock(&shared.inner);
+            (inner.cluster, inner.start_position)
         };
+        let ist_from = start_position
+            .filter(|h| h.cluster == cluster && h.seqno.is_defined())
+            .map_or(Seqno::UNDEFINED, |h| h.seqno);
+        if ist_from.is_defined() {
+            let message = format!("asking for state from {ist_from} (IST if a donor holds it)");
+            shared.app.log(LogLevel::Info, &message);
+        }
+        transfer::send_state_request(shared, sst_request.clone(), ist_from);
         let mut inner = lock(&shared.inner);
-        send(&inner);
         loop {
             let Some(joining) = inner.joining.as_mut() else {
                 return true;
@@ -734,7 +831,10 @@ impl Replicator {
                 return true;
             }
             if std::mem::take(&mut joining.request_again) {
-                send(&inner);
+                drop(inner);
+                transfer::send_state_request(shared, sst_request.clone(), ist_from);
+                inner = lock(&shared.inner);
+                continue;
             }
             if inner.closing || !inner.connected {
                 return true;
@@ -749,14 +849,22 @@ impl Replicator {
 
     /// Serves a joiner: once everything ordered before its request is committed, the node
     /// goes DONOR and the server starts the snapshot; `sst_sent` ends it.
-    fn donate(&self, ctx: RecvContext, request: &StateRequest, wait_for: Seqno) -> bool {
-        let monitors = self.monitors();
-        while !monitors
-            .apply
-            .wait_left(wait_for, Duration::from_millis(200))
-        {
-            if lock(&self.shared.inner).closing {
-                return true;
+    fn donate(
+        &self,
+        ctx: RecvContext,
+        request: &StateRequest,
+        wait_for: Seqno,
+        bypass: Option<Gtid>,
+    ) -> bool {
+        if bypass.is_none() {
+            let monitors = self.monitors();
+            while !monitors
+                .apply
+                .wait_left(wait_for, Duration::from_millis(200))
+            {
+                if lock(&self.shared.inner).closing {
+                    return true;
+                }
             }
         }
         {
@@ -764,10 +872,19 @@ impl Replicator {
             inner.state = NodeState::Donor;
             set_group_state(&inner, NodeState::Donor);
         }
-        let state = self.last_committed();
-        self.shared
-            .app
-            .sst_donate(ctx, &request.sst_request, state, false)
+        match bypass {
+            Some(joiner_position) => {
+                self.shared
+                    .app
+                    .sst_donate(ctx, &request.sst_request, joiner_position, true)
+            }
+            None => {
+                let state = self.last_committed();
+                self.shared
+                    .app
+                    .sst_donate(ctx, &request.sst_request, state, false)
+            }
+        }
     }
 
     /// The donor's server finished (or failed) sending its snapshot.
@@ -874,7 +991,19 @@ impl Replicator {
                 true
             }
             RecvEvent::RequestState => self.request_state(),
-            RecvEvent::Donate { request, wait_for } => self.donate(ctx, &request, wait_for),
+            RecvEvent::Donate {
+                request,
+                wait_for,
+                bypass,
+            } => self.donate(ctx, &request, wait_for, bypass),
+            RecvEvent::Skip { seqno } => {
+                let monitors = self.monitors();
+                let _ = monitors.apply.enter(seqno, seqno.prev());
+                let _ = monitors.commit.enter(seqno, seqno.prev());
+                monitors.commit.leave(seqno);
+                monitors.apply.leave(seqno);
+                true
+            }
             RecvEvent::View { view, ordered } => {
                 if !ordered {
                     return app.view(ctx, &view);
@@ -1495,6 +1624,7 @@ impl Replicator {
         let incoming: Vec<&str> = inner.members.iter().map(|m| m.incoming.as_str()).collect();
         let w = &inner.window;
         let float = |value: f64| format!("{value:.6}");
+        let reach = lock(&self.shared.cache).reach();
         let in_flight = inner.write_sets_in_flight();
         let open_connections = inner
             .trxs
@@ -1537,7 +1667,17 @@ impl Replicator {
             ("local_recv_queue_min", w.recv_queue.min().to_string()),
             ("local_recv_queue_avg", float(w.recv_queue.mean())),
             // No write-set cache yet: nothing can be served by IST.
-            ("local_cached_downto", "-1".into()),
+            ("local_cached_downto", reach.from.0.to_string()),
+            (
+                "ist_reach_seqnos",
+                if reach.from.is_defined() {
+                    (reach.to.0 - reach.from.0 + 1).to_string()
+                } else {
+                    "0".into()
+                },
+            ),
+            ("ist_reach_seconds", float(reach.seconds)),
+            ("gcache_disk_bytes", reach.disk_bytes.to_string()),
             ("flow_control_paused_ns", flow.paused_ns.to_string()),
             (
                 "flow_control_paused",
@@ -1658,8 +1798,12 @@ struct Dispatcher {
     certifier: Option<Certifier>,
     /// While joining: deliveries held until the state transfer is in place.
     held: Vec<Delivery>,
-    /// Threads sending the certification index to joiners.
+    /// Threads sending state transfer streams to joiners.
     senders: Vec<JoinHandle<()>>,
+    /// A cache write failed (logged once, not per write-set).
+    cache_failed: bool,
+    /// The oldest cached seqno last reported to the group.
+    cached_reported: Seqno,
 }
 
 /// The dispatcher: takes deliveries in order, certifies, routes.
@@ -1670,6 +1814,8 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         certifier: None,
         held: Vec::new(),
         senders: Vec::new(),
+        cache_failed: false,
+        cached_reported: Seqno::UNDEFINED,
     };
     loop {
         match deliveries.recv_timeout(Duration::from_millis(50)) {
@@ -1752,6 +1898,9 @@ impl Dispatcher {
                     ordered: true,
                 });
                 inner.queue.push_back(RecvEvent::Synced);
+                drop(inner);
+                let seqno = view.seqno;
+                self.cache_action(seqno, ist::ActionKind::Skip, seqno.0 - 1, &[]);
             } else {
                 // Everything up to the join view comes by state transfer; what is ordered
                 // from here on is held until the transfer is in place.
@@ -1762,10 +1911,30 @@ impl Dispatcher {
             }
             return;
         }
-        if let Some(cert) = self.certifier.as_mut() {
+        let position = self
+            .certifier
+            .as_ref()
+            .map_or(Seqno::UNDEFINED, Certifier::position);
+        let own_uuid = view
+            .own_index
+            .and_then(|i| view.members.get(i))
+            .map(|m| m.uuid);
+        let readmitted = own_uuid.is_some_and(|uuid| uuid != inner.own);
+        if let Some(uuid) = own_uuid {
+            inner.own = uuid;
+        }
+        if inner.primary && (readmitted || (view.ordered && view.seqno > position.next())) {
+            // Readmitted as a new member after an eviction: the cluster ordered seqnos this
+            // node never saw. Everything up to `position` is here; the rest comes by IST.
+            // The server hears of the new membership now and of the primary view once the
+            // node caught up.
+            inner.queue.push_back(RecvEvent::Connected(info.clone()));
+            drop(inner);
+            self.fall_behind(view.cluster, view.seqno, position, Some(info));
             if view.ordered {
-                cert.skip(view.seqno);
+                self.held.push(Delivery::View(view));
             }
+            return;
         }
         let ordered = view.ordered && view.primary;
         inner.queue.push_back(RecvEvent::View {
@@ -1774,6 +1943,26 @@ impl Dispatcher {
         });
         if inner.primary && !was_primary && inner.state == NodeState::Synced {
             inner.queue.push_back(RecvEvent::Synced);
+        }
+        drop(inner);
+        if view.ordered {
+            self.skip_in_order(view.seqno);
+        }
+    }
+
+    /// The order jumped past this node: stop certifying, hold what comes, and catch up by
+    /// IST from `position` (what this server already has).
+    fn fall_behind(
+        &mut self,
+        cluster: Uuid,
+        join_seqno: Seqno,
+        position: Seqno,
+        view: Option<ViewInfo>,
+    ) {
+        self.certifier = None;
+        transfer::start_rejoin(&self.shared, cluster, join_seqno, position);
+        if let Some(joining) = lock(&self.shared.inner).joining.as_mut() {
+            joining.rejoin_view = view;
         }
     }
 
@@ -1789,19 +1978,38 @@ impl Dispatcher {
         let Some(cert) = self.certifier.as_mut() else {
             return;
         };
+        let position = cert.position();
+        if seqno != position.next() {
+            let message = format!(
+                "write-set {seqno} ordered while this node stands at {position}: {}",
+                if seqno <= position {
+                    "a repeat, ignored"
+                } else {
+                    "catching up by IST"
+                }
+            );
+            self.shared.app.log(LogLevel::Error, &message);
+            if seqno > position {
+                let cluster = lock(&self.shared.inner).cluster;
+                self.fall_behind(cluster, seqno, position, None);
+            }
+            return;
+        }
         let write_set = match WriteSet::decode(payload) {
             Ok(write_set) => write_set,
             Err(error) => {
                 // Every node sees the same bytes, so every node skips it alike.
                 let message = format!("ordered write-set {seqno} does not decode: {error}");
                 self.shared.app.log(LogLevel::Error, &message);
-                cert.skip(seqno);
+                self.skip_in_order(seqno);
                 return;
             }
         };
         cert.purge_to(safe_seqno.min(cert.position()));
         let verdict = cert.certify(seqno, &write_set);
         let index_size = cert.index_len();
+        let cached_verdict = verdict.depends_on().map_or(ist::FAILED_CERT, |d| d.0);
+        self.cache_action(seqno, ist::ActionKind::WriteSet, cached_verdict, payload);
         let mut inner = lock(&self.shared.inner);
         inner.last_ordered = inner.last_ordered.max(seqno);
         inner.cert_index_size = index_size;
@@ -1890,31 +2098,81 @@ impl Dispatcher {
         };
         // The joiner continues certification from exactly this point of the order.
         let position = cert.position();
-        let frame = encode_index_frame(inner.cluster, position, &cert.encode());
-        let address = request.ist_address.clone();
-        inner.queue.push_back(RecvEvent::Donate {
-            request,
-            wait_for: position,
-        });
+        let index = cert.encode();
+        let cluster = inner.cluster;
         drop(inner);
+        let plan = transfer::plan_donation(&self.shared, cluster, &request, position);
+        let (outcome, first, reason, pin) = match plan {
+            transfer::DonorPlan::Ist { first, pin } => {
+                let message = format!(
+                    "serving IST of seqnos {first}..={position} to {}",
+                    request.ist_address
+                );
+                self.shared.app.log(LogLevel::Info, &message);
+                (ist::Outcome::Ist, first, String::new(), Some(pin))
+            }
+            transfer::DonorPlan::Sst { reason } => {
+                if request.ist_from.is_defined() {
+                    let message = format!("IST not possible, sending SST: {reason}");
+                    self.shared.app.log(LogLevel::Warning, &message);
+                }
+                (ist::Outcome::Sst, position.next(), reason, None)
+            }
+            transfer::DonorPlan::Refuse { reason } => {
+                let message = format!("cannot serve an IST-only request: {reason}");
+                self.shared.app.log(LogLevel::Warning, &message);
+                (ist::Outcome::Refused, position.next(), reason, None)
+            }
+        };
+        if !request.sst_request.is_empty() {
+            let bypass = (outcome == ist::Outcome::Ist).then_some(Gtid {
+                cluster,
+                seqno: request.ist_from,
+            });
+            lock(&self.shared.inner).queue.push_back(RecvEvent::Donate {
+                request: request.clone(),
+                wait_for: position,
+                bypass,
+            });
+        }
+        let header = ist::Header {
+            cluster,
+            outcome,
+            first,
+            last: position,
+            reason,
+            index,
+        };
+        let address = request.ist_address.clone();
         let shared = Arc::clone(&self.shared);
         let sender = std::thread::Builder::new()
-            .name("trireme-index-send".into())
-            .spawn(move || {
-                if let Err(error) = send_index(&address, &frame) {
-                    let message =
-                        format!("cannot send the certification index to {address}: {error}");
-                    shared.app.log(LogLevel::Error, &message);
+            .name("trireme-ist-send".into())
+            .spawn(
+                move || match transfer::send_stream(&shared, &address, header, pin) {
+                    Ok(count) if count > 0 => {
+                        let message = format!("IST to {address} sent: {count} write-sets");
+                        shared.app.log(LogLevel::Info, &message);
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        let message = format!("state transfer stream to {address} failed: {error}");
+                        shared.app.log(LogLevel::Error, &message);
+                    }
+                },
+            );
+        match sender {
+            Ok(sender) => self.senders.push(sender),
+            Err(_) => {
+                if let Some(pin) = pin {
+                    lock(&self.shared.cache).unpin(pin);
                 }
-            });
-        if let Ok(sender) = sender {
-            self.senders.push(sender);
+            }
         }
     }
 
     /// Once the server has its snapshot and the donor's index arrived, resumes delivery.
     fn try_finish_join(&mut self) {
-        let (received, index, join_seqno) = {
+        let (received, index, queued_upto, rejoin_view, join_seqno) = {
             let mut inner = lock(&self.shared.inner);
             let Some(joining) = inner.joining.as_mut() else {
                 return;
@@ -1925,22 +2183,66 @@ impl Dispatcher {
                     joining.request_again = true;
                 }
             }
-            let (Some(received), Some(_)) = (joining.received, joining.index.as_ref()) else {
+            if let Some(reason) = joining.transfer.failed.take() {
+                // What was queued stays queued (it is intact and in order); ask again for
+                // the rest, from another donor if the group picks one.
+                let message = format!("state transfer incomplete ({reason}); asking again");
+                joining.transfer.index = None;
+                joining.transfer.done = false;
+                joining.transfer.by_sst = false;
+                joining.retry_at = Some(Instant::now() + Duration::from_secs(1));
+                drop(inner);
+                self.shared.app.log(LogLevel::Warning, &message);
                 return;
-            };
-            let index = joining.index.take().expect("checked");
-            (received, index, joining.join_seqno)
+            }
+            if joining.received.is_some() && std::mem::take(&mut joining.request_again) {
+                // The server's snapshot is in place: only IST can bring the rest.
+                joining.ist_only = true;
+                let from = joining
+                    .received
+                    .map_or(Seqno::UNDEFINED, |r| r.seqno)
+                    .max(joining.transfer.queued_upto);
+                drop(inner);
+                transfer::send_state_request(&self.shared, Vec::new(), from);
+                return;
+            }
+            let ready = joining.received.is_some()
+                && joining.transfer.index.is_some()
+                && joining.transfer.done;
+            if !ready {
+                return;
+            }
+            let index = joining.transfer.index.take().expect("checked");
+            (
+                joining.received.expect("checked"),
+                index,
+                joining.transfer.queued_upto,
+                joining.rejoin_view.take(),
+                joining.join_seqno,
+            )
         };
         let (position, cert) = index;
-        if received.seqno < position || received.seqno < join_seqno {
+        let applied_upto = received.seqno.max(queued_upto);
+        if applied_upto < position || applied_upto < join_seqno.prev() {
             let message = format!(
-                "the state transfer brought {received} but the cluster needed at least {}",
-                position.max(join_seqno)
+                "the state transfer brought the node to {applied_upto} but the donor's \
+                 certification index stands at {position} and the node joined at {join_seqno}"
             );
             self.shared.app.log(LogLevel::Error, &message);
         }
         self.certifier = Some(cert);
-        *lock(&self.shared.monitors) = Some(Arc::new(Monitors::at(received.seqno)));
+        {
+            let mut monitors = lock(&self.shared.monitors);
+            if monitors.is_none() {
+                *monitors = Some(Arc::new(Monitors::at(received.seqno)));
+            }
+        }
+        if let Some(view) = rejoin_view {
+            lock(&self.shared.inner).queue.push_back(RecvEvent::View {
+                view,
+                ordered: false,
+            });
+        }
         for delivery in std::mem::take(&mut self.held) {
             match delivery {
                 Delivery::WriteSet {
@@ -1950,13 +2252,11 @@ impl Dispatcher {
                     payload,
                     ..
                 } if seqno > position => {
-                    self.on_write_set(seqno, local, safe_seqno, &payload, received.seqno);
+                    self.on_write_set(seqno, local, safe_seqno, &payload, applied_upto);
                 }
                 Delivery::View(view) if view.ordered && view.seqno > position => {
-                    if let Some(cert) = self.certifier.as_mut() {
-                        cert.skip(view.seqno);
-                    }
-                    if view.seqno > received.seqno {
+                    self.skip_in_order(view.seqno);
+                    if view.seqno > applied_upto {
                         let settings = &self.shared.settings;
                         let info =
                             view_info(&view, &settings.incoming_address, &settings.node_name);
@@ -1976,10 +2276,48 @@ impl Dispatcher {
         set_group_state(&inner, NodeState::Joined);
     }
 
+    /// Passes a seqno that carries nothing to certify (a view, an undecodable write-set)
+    /// through certification and into the cache, so that both stay gapless.
+    fn skip_in_order(&mut self, seqno: Seqno) {
+        if let Some(cert) = self.certifier.as_mut() {
+            cert.skip(seqno);
+        }
+        self.cache_action(seqno, ist::ActionKind::Skip, seqno.0 - 1, &[]);
+    }
+
+    /// Stores an ordered action in the write-set cache, for IST.
+    fn cache_action(
+        &mut self,
+        seqno: Seqno,
+        kind: ist::ActionKind,
+        depends_on: i64,
+        payload: &[u8],
+    ) {
+        let cluster = lock(&self.shared.inner).cluster;
+        let result = lock(&self.shared.cache).record(cluster, seqno, kind, depends_on, payload);
+        if let Err(error) = result {
+            if !self.cache_failed {
+                self.cache_failed = true;
+                let message = format!("cannot store seqno {seqno} in the gcache: {error}");
+                self.shared.app.log(LogLevel::Warning, &message);
+            }
+        }
+        let from = lock(&self.shared.cache).reach_from();
+        if from != self.cached_reported {
+            self.cached_reported = from;
+            if let Some(runner) = lock(&self.shared.inner).runner.as_ref() {
+                let _ = runner.report_cached(from);
+            }
+        }
+    }
+
     /// A JOINED node that has caught up becomes SYNCED and tells the server.
     fn maybe_synced(&mut self) {
         let mut inner = lock(&self.shared.inner);
-        if inner.state == NodeState::Joined && inner.queue.len() <= 1 && inner.desync_count == 0 {
+        if inner.state == NodeState::Joined
+            && inner.queue.len() <= SYNCED_QUEUE_MAX
+            && inner.desync_count == 0
+        {
             inner.state = NodeState::Synced;
             set_group_state(&inner, NodeState::Synced);
             inner.queue.push_back(RecvEvent::Synced);
@@ -1987,127 +2325,13 @@ impl Dispatcher {
     }
 }
 
+/// A JOINED node with at most this many actions queued has caught up and turns SYNCED
+/// (Galera's default `gcs.fc_limit`: from here on its queue is flow control's business).
+const SYNCED_QUEUE_MAX: usize = 16;
+
 fn set_group_state(inner: &Inner, state: NodeState) {
     if let Some(runner) = inner.runner.as_ref() {
         let _ = runner.set_local_state(state);
-    }
-}
-
-const INDEX_MAGIC: [u8; 4] = *b"TRIX";
-const INDEX_VERSION: u8 = 1;
-/// Largest certification index frame accepted from a donor.
-const INDEX_FRAME_MAX: usize = 512 << 20;
-
-/// Frames a donor's index for its joiner: magic `TRIX` (4), version (1), cluster UUID (16),
-/// position (8), index length (8), index, CRC32C (4) of all of it.
-fn encode_index_frame(cluster: Uuid, position: Seqno, index: &[u8]) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(index.len() + 41);
-    frame.extend_from_slice(&INDEX_MAGIC);
-    frame.push(INDEX_VERSION);
-    frame.extend_from_slice(&cluster.0);
-    frame.extend_from_slice(&position.0.to_le_bytes());
-    frame.extend_from_slice(&(index.len() as u64).to_le_bytes());
-    frame.extend_from_slice(index);
-    let crc = crc32c::crc32c(&frame);
-    frame.extend_from_slice(&crc.to_le_bytes());
-    frame
-}
-
-/// Why a received index frame was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum IndexFrameError {
-    /// Not an index frame, or a version this build does not read.
-    #[error("not a certification index frame (bad magic or version)")]
-    BadHeader,
-    /// Shorter than its length field says, or over the limit.
-    #[error("certification index frame truncated or oversized")]
-    BadLength,
-    /// The checksum does not match.
-    #[error("certification index frame checksum mismatch")]
-    Checksum,
-    /// The frame is fine but the index inside is not.
-    #[error("certification index does not decode: {0}")]
-    Index(String),
-}
-
-fn decode_index_frame(frame: &[u8]) -> Result<(Uuid, Seqno, Certifier), IndexFrameError> {
-    if frame.len() < 41 || frame[..4] != INDEX_MAGIC || frame[4] != INDEX_VERSION {
-        return Err(IndexFrameError::BadHeader);
-    }
-    let cluster = Uuid(frame[5..21].try_into().expect("16 bytes"));
-    let position = Seqno(i64::from_le_bytes(
-        frame[21..29].try_into().expect("8 bytes"),
-    ));
-    let length = u64::from_le_bytes(frame[29..37].try_into().expect("8 bytes")) as usize;
-    if length > INDEX_FRAME_MAX || frame.len() != 37 + length + 4 {
-        return Err(IndexFrameError::BadLength);
-    }
-    let (body, trailer) = frame.split_at(37 + length);
-    let stored = u32::from_le_bytes(trailer.try_into().expect("4 bytes"));
-    if crc32c::crc32c(body) != stored {
-        return Err(IndexFrameError::Checksum);
-    }
-    let cert = Certifier::decode(&body[37..]).map_err(|e| IndexFrameError::Index(e.to_string()))?;
-    Ok((cluster, position, cert))
-}
-
-fn send_index(address: &str, frame: &[u8]) -> std::io::Result<()> {
-    let target = address
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| std::io::Error::other("the address resolves to nothing"))?;
-    let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(5))?;
-    stream.set_write_timeout(Some(Duration::from_secs(30)))?;
-    stream.write_all(frame)?;
-    stream.flush()
-}
-
-/// Accepts the donor's index on `ist.recv_addr` until the node closes.
-fn receive_index(shared: Arc<Shared>, listener: TcpListener) {
-    listener
-        .set_nonblocking(true)
-        .expect("nonblocking listener");
-    loop {
-        {
-            let inner = lock(&shared.inner);
-            if inner.closing || !inner.connected {
-                return;
-            }
-        }
-        match listener.accept() {
-            Ok((mut stream, peer)) => {
-                let _ = stream.set_nonblocking(false);
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-                let mut frame = Vec::new();
-                let limited = (&mut stream)
-                    .take(INDEX_FRAME_MAX as u64 + 64)
-                    .read_to_end(&mut frame);
-                let result = match limited {
-                    Ok(_) => decode_index_frame(&frame),
-                    Err(_) => Err(IndexFrameError::BadLength),
-                };
-                match result {
-                    Ok((cluster, position, cert)) => {
-                        let mut inner = lock(&shared.inner);
-                        if inner.cluster == cluster {
-                            if let Some(joining) = inner.joining.as_mut() {
-                                joining.index = Some((position, cert));
-                            }
-                        }
-                        drop(inner);
-                        shared.changed.notify_all();
-                    }
-                    Err(error) => {
-                        let message = format!("refused a certification index from {peer}: {error}");
-                        shared.app.log(LogLevel::Warning, &message);
-                    }
-                }
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
     }
 }
 

@@ -340,6 +340,7 @@ fn settings(name: &str) -> Settings {
         ist_address: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
         state_dir: None,
         history: None,
+        gcache: None,
     }
 }
 

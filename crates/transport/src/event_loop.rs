@@ -25,6 +25,8 @@ pub(crate) enum Event {
     ApplyQueue(u64),
     /// The user's last committed seqno, for the commit cut.
     Committed(Seqno),
+    /// The oldest seqno of the user's write-set cache, for donor selection.
+    Cached(Seqno),
     /// A node state change to announce.
     LocalState(NodeState),
     /// A request for state transfer to order.
@@ -218,6 +220,7 @@ impl EventLoop {
             Event::Leave => self.node.leave(),
             Event::ApplyQueue(queued) => self.node.report_apply_queue(queued),
             Event::Committed(seqno) => self.node.report_committed(seqno),
+            Event::Cached(seqno) => self.node.report_cached(seqno),
             Event::LocalState(state) => self.node.set_local_state(state),
             Event::StateRequest(request) => self.node.request_state(request),
             Event::CausalRead(id) => self.node.causal_read(id),

@@ -181,6 +181,12 @@ impl RunnerHandle {
         self.send(Event::Committed(seqno))
     }
 
+    /// Reports the oldest seqno this node's write-set cache holds (`UNDEFINED`: none), so
+    /// that donor selection can prefer a member that can serve IST.
+    pub fn report_cached(&self, seqno: Seqno) -> Result<(), Stopped> {
+        self.send(Event::Cached(seqno))
+    }
+
     /// Announces a node state change to the group.
     pub fn set_local_state(&self, state: NodeState) -> Result<(), Stopped> {
         self.send(Event::LocalState(state))

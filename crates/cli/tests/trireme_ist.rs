@@ -1,0 +1,250 @@
+//! Incremental state transfer on real MariaDB servers: a node that was away rejoins by IST
+//! from a donor's gcache; a frozen gcache keeps IST possible where a small one would not;
+//! without the freeze the joiner falls back to SST and the log says which seqno was missing
+//! where; a corrupted gcache file is recovered on restart without harm.
+
+#![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use cli::{Cluster, UpOptions};
+
+mod common;
+use common::{new_cluster_dir, preflight, value};
+
+/// The tests of this file run one at a time: each runs a 3-node cluster, and both would
+/// otherwise pick the same free port range.
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn provider() -> PathBuf {
+    std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(
+        || cli::default_provider().expect("libtrireme.so next to the test binary"),
+        PathBuf::from,
+    )
+}
+
+fn status_var(cluster: &Cluster, node: usize, name: &str) -> String {
+    let row = value(cluster, node, &format!("SHOW STATUS LIKE '{name}'"));
+    row.split('\t').nth(1).unwrap_or_default().to_string()
+}
+
+/// Commits `count` write-sets on `node`, one autocommit INSERT each.
+fn commit_write_sets(cluster: &Cluster, node: usize, count: u64) {
+    cluster
+        .sql(node, &format!("CALL ist.fill({count})"))
+        .unwrap_or_else(|e| panic!("node{node}: fill {count}: {e:#}"));
+}
+
+fn create_schema(cluster: &Cluster) {
+    cluster
+        .sql(
+            1,
+            "CREATE DATABASE ist;\n\
+             CREATE TABLE ist.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB;\n\
+             DELIMITER //\n\
+             CREATE PROCEDURE ist.fill(n INT) BEGIN DECLARE i INT DEFAULT 0; \
+               WHILE i < n DO INSERT INTO ist.t (v) VALUES (i); SET i = i + 1; END WHILE; END//\n\
+             DELIMITER ;\n",
+        )
+        .unwrap();
+}
+
+fn checksum(cluster: &Cluster, node: usize) -> String {
+    value(
+        cluster,
+        node,
+        "SET SESSION wsrep_sync_wait = 1; CHECKSUM TABLE ist.t",
+    )
+}
+
+/// The part of node's error log written since `from` lines.
+fn log_since(cluster: &Cluster, node: usize, from: usize) -> String {
+    let whole = cluster.error_log_tail(node, usize::MAX);
+    whole.lines().skip(from).collect::<Vec<_>>().join("\n")
+}
+
+fn log_lines(cluster: &Cluster, node: usize) -> usize {
+    cluster.error_log_tail(node, usize::MAX).lines().count()
+}
+
+#[test]
+fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
+    let _one = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let provider = provider();
+    preflight(&provider);
+    let (guard, base_port) = new_cluster_dir();
+    let mut options = UpOptions::new(guard.path());
+    options.provider = Some(provider);
+    options.base_port = Some(base_port);
+    let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
+    create_schema(&cluster);
+    commit_write_sets(&cluster, 1, 100);
+
+    // 50,000 write-sets while node 3 is down: it comes back by IST.
+    cluster.stop_node(3).unwrap();
+    let started = Instant::now();
+    commit_write_sets(&cluster, 1, 50_000);
+    eprintln!(
+        "50,000 write-sets in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let before = log_lines(&cluster, 3);
+    cluster
+        .start_node(3)
+        .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
+    let log = log_since(&cluster, 3, before);
+    assert!(
+        log.contains("receiving IST of seqnos") && log.contains("complete:"),
+        "node 3 rejoined by IST:\n{log}"
+    );
+    assert!(
+        !log.contains("state transfer by SST"),
+        "node 3 did not fall back to SST:\n{log}"
+    );
+    let expected = checksum(&cluster, 1);
+    assert_eq!(checksum(&cluster, 3), expected);
+    assert_eq!(
+        status_var(&cluster, 3, "wsrep_last_committed"),
+        status_var(&cluster, 1, "wsrep_last_committed")
+    );
+    let cached_from: i64 = status_var(&cluster, 1, "wsrep_local_cached_downto")
+        .parse()
+        .unwrap();
+    assert!(
+        cached_from > 0,
+        "the donor reports how far back its gcache reaches"
+    );
+
+    // A damaged gcache on node 2: bytes flipped inside, the tail cut off. It restarts,
+    // recovers what is intact, and rejoins.
+    cluster.stop_node(2).unwrap();
+    let cache_path = cluster.dir().join("node2/data/galera.cache");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&cache_path)
+        .unwrap_or_else(|e| panic!("{}: {e}", cache_path.display()));
+    for offset in [1 << 20, (1 << 20) + 4096, 2 << 20] {
+        file.write_at(&[0x5a; 64], offset).unwrap();
+    }
+    file.set_len(6 << 20).unwrap();
+    drop(file);
+    commit_write_sets(&cluster, 1, 2_000);
+    let before = log_lines(&cluster, 2);
+    cluster
+        .start_node(2)
+        .unwrap_or_else(|e| panic!("node 2 restarts with a damaged gcache: {e:#}"));
+    let log = log_since(&cluster, 2, before);
+    assert!(
+        log.contains("gcache recovered") && log.contains("discarded"),
+        "node 2 says what it recovered and what it threw away:\n{log}"
+    );
+    assert!(!log.contains("got signal"), "no crash:\n{log}");
+    let expected = checksum(&cluster, 1);
+    assert_eq!(checksum(&cluster, 2), expected);
+    assert!(cluster.node_status(2).is_synced());
+    cluster.down().unwrap();
+    drop(guard);
+}
+
+#[test]
+fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
+    let _one = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let provider = provider();
+    preflight(&provider);
+    let (guard, base_port) = new_cluster_dir();
+    let mut options = UpOptions::new(guard.path());
+    options.provider = Some(provider);
+    options.base_port = Some(base_port);
+    // About 4,000 small write-sets fit in the ring.
+    options.provider_options = Some("gcache.size=1M; gcache.page_size=1M".into());
+    let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
+    create_schema(&cluster);
+    commit_write_sets(&cluster, 1, 100);
+
+    // Freeze node 1's cache before node 3 goes away; node 2's is not frozen, so the group
+    // must pick node 1 as the donor that holds the gap.
+    cluster
+        .sql(
+            1,
+            "SET GLOBAL wsrep_provider_options = 'gcache.freeze_purge_at_seqno = now'",
+        )
+        .unwrap();
+    let options_text = value(&cluster, 1, "SELECT @@wsrep_provider_options");
+    let frozen_at = options_text
+        .split(';')
+        .find_map(|entry| entry.trim().strip_prefix("gcache.freeze_purge_at_seqno = "))
+        .unwrap_or_else(|| panic!("the freeze reads back: {options_text}"))
+        .trim()
+        .to_string();
+    assert!(
+        frozen_at.parse::<i64>().is_ok_and(|s| s > 0),
+        "`now` reads back as the seqno it froze at, not {frozen_at:?}"
+    );
+    cluster.stop_node(3).unwrap();
+    commit_write_sets(&cluster, 1, 15_000);
+    let frozen_bytes: u64 = status_var(&cluster, 1, "wsrep_gcache_disk_bytes")
+        .parse()
+        .unwrap();
+    assert!(
+        frozen_bytes > 1 << 20,
+        "the frozen cache spilled to pages ({frozen_bytes} bytes)"
+    );
+    let before = log_lines(&cluster, 3);
+    cluster
+        .start_node(3)
+        .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
+    let log = log_since(&cluster, 3, before);
+    assert!(
+        log.contains("receiving IST of seqnos") && !log.contains("state transfer by SST"),
+        "with the freeze, node 3 rejoined by IST:\n{log}"
+    );
+    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+
+    // Thawing releases the space at the next write-sets.
+    cluster
+        .sql(
+            1,
+            "SET GLOBAL wsrep_provider_options = 'gcache.freeze_purge_at_seqno = -1'",
+        )
+        .unwrap();
+    commit_write_sets(&cluster, 1, 100);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let released = loop {
+        let bytes: u64 = status_var(&cluster, 1, "wsrep_gcache_disk_bytes")
+            .parse()
+            .unwrap();
+        if bytes < frozen_bytes || Instant::now() > deadline {
+            break bytes;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        released < frozen_bytes,
+        "thawing released the pages: {released} bytes, frozen {frozen_bytes}"
+    );
+
+    // Without the freeze the gap is gone from every cache: SST, and the log says why.
+    cluster.stop_node(3).unwrap();
+    commit_write_sets(&cluster, 1, 15_000);
+    let before = log_lines(&cluster, 3);
+    cluster
+        .start_node(3)
+        .unwrap_or_else(|e| panic!("node 3 rejoins by SST: {e:#}"));
+    let log = log_since(&cluster, 3, before);
+    assert!(
+        log.contains("state transfer by SST") && log.contains("is missing on this donor"),
+        "node 3 fell back to SST and says which seqno was missing where:\n{log}"
+    );
+    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+    cluster.down().unwrap();
+    drop(guard);
+}
