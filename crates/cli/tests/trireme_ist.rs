@@ -1,7 +1,8 @@
 //! Incremental state transfer on real MariaDB servers: a node that was away rejoins by IST
 //! from a donor's gcache; a frozen gcache keeps IST possible where a small one would not;
-//! without the freeze the joiner falls back to SST and the log says which seqno was missing
-//! where; a corrupted gcache file is recovered on restart without harm.
+//! an IST stream cut in the middle is resumed; without the freeze the joiner falls back to
+//! SST and the log says which seqno was missing where; a corrupted gcache file is recovered
+//! on restart without harm.
 
 #![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
 
@@ -166,7 +167,12 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
     options.base_port = Some(base_port);
     // About 4,000 small write-sets fit in the ring.
     options.provider_options = Some("gcache.size=1M; gcache.page_size=1M".into());
-    let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
+    // Every server of this cluster breaks off the first IST it sends after 1,000 records,
+    // as a donor dying mid-stream would (the variable is read by the donor only).
+    std::env::set_var("TRIREME_FAULT_CUT_IST_AFTER", "1000");
+    let up = Cluster::up(&options);
+    std::env::remove_var("TRIREME_FAULT_CUT_IST_AFTER");
+    let cluster = up.unwrap_or_else(|e| panic!("cluster up: {e:#}"));
     create_schema(&cluster);
     commit_write_sets(&cluster, 1, 100);
 
@@ -206,6 +212,10 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
     assert!(
         log.contains("receiving IST of seqnos") && !log.contains("state transfer by SST"),
         "with the freeze, node 3 rejoined by IST:\n{log}"
+    );
+    assert!(
+        log.contains("failed: IST stream truncated") && log.contains("asking again"),
+        "the stream cut after 1,000 records was noticed and IST asked for again:\n{log}"
     );
     assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
 

@@ -290,6 +290,8 @@ struct Joining {
     transfer: transfer::TransferProgress,
     /// The server's snapshot is in place: further requests ask for IST only.
     ist_only: bool,
+    /// When the last IST-only request went out (its donor must connect in time).
+    ist_requested_at: Option<Instant>,
     /// No donor was free: ask again at this time.
     retry_at: Option<Instant>,
     request_again: bool,
@@ -305,6 +307,7 @@ impl Joining {
             received: None,
             transfer: transfer::TransferProgress::default(),
             ist_only: false,
+            ist_requested_at: None,
             retry_at: None,
             request_again: false,
             rejoin_view: None,
@@ -2195,9 +2198,24 @@ impl Dispatcher {
                 self.shared.app.log(LogLevel::Warning, &message);
                 return;
             }
+            let stream_overdue = joining.ist_only
+                && joining.transfer.index.is_none()
+                && joining
+                    .ist_requested_at
+                    .is_some_and(|at| at.elapsed() > transfer::IST_START_TIMEOUT);
+            if stream_overdue {
+                let message = format!(
+                    "no donor stream {} s after asking for IST; asking again",
+                    transfer::IST_START_TIMEOUT.as_secs()
+                );
+                joining.request_again = true;
+                joining.ist_requested_at = None;
+                self.shared.app.log(LogLevel::Warning, &message);
+            }
             if joining.received.is_some() && std::mem::take(&mut joining.request_again) {
                 // The server's snapshot is in place: only IST can bring the rest.
                 joining.ist_only = true;
+                joining.ist_requested_at = Some(Instant::now());
                 let from = joining
                     .received
                     .map_or(Seqno::UNDEFINED, |r| r.seqno)

@@ -5,6 +5,7 @@
 
 use std::io::{BufReader, BufWriter};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,20 @@ const STREAM_TIMEOUT: Duration = Duration::from_secs(60);
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(3600);
 /// Records a donor sends between two moves of its cache pin.
 const PIN_STEP: i64 = 1024;
+/// Fault injection for tests: a donor whose environment has this variable set to N breaks
+/// off its first IST stream after N records, as a donor that dies mid-stream would.
+const FAULT_CUT_IST_AFTER: &str = "TRIREME_FAULT_CUT_IST_AFTER";
+/// Whether the injected cut already happened in this process (it happens once).
+static FAULT_CUT_DONE: AtomicBool = AtomicBool::new(false);
+/// How long a joiner that asked for IST only waits for a donor's stream to begin before it
+/// asks again (the chosen donor may have died before it could connect).
+pub(crate) const IST_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The injected cut for this stream, if any (see [`FAULT_CUT_IST_AFTER`]).
+fn injected_cut() -> Option<u64> {
+    let after = std::env::var(FAULT_CUT_IST_AFTER).ok()?.parse().ok()?;
+    (!FAULT_CUT_DONE.swap(true, Ordering::SeqCst)).then_some(after)
+}
 
 /// How a donor serves one request.
 pub(crate) enum DonorPlan {
@@ -115,7 +130,15 @@ fn send_stream_inner(
     }
     let mut sent = 0u64;
     let mut seqno = header.first;
+    let cut_after = injected_cut();
     while seqno <= header.last {
+        if cut_after == Some(sent) {
+            use std::io::Write as _;
+            let _ = out.flush();
+            return Err(format!(
+                "stream cut after {sent} records ({FAULT_CUT_IST_AFTER} is set)"
+            ));
+        }
         let action = lock(&shared.cache)
             .read(seqno)
             .map_err(|e| format!("reading seqno {seqno} from the gcache: {e}"))?;
@@ -439,4 +462,7 @@ pub(crate) fn start_rejoin(shared: &Shared, cluster: Uuid, join_seqno: Seqno, po
     );
     log(shared, LogLevel::Warning, &message);
     send_state_request(shared, Vec::new(), position);
+    if let Some(joining) = lock(&shared.inner).joining.as_mut() {
+        joining.ist_requested_at = Some(Instant::now());
+    }
 }
