@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# IST side by side: the same 3-node MariaDB cluster on Trireme and on Galera. Node 3 is
+# stopped (its datadir kept aside), sysbench oltp_write_only commits WRITE_SETS transactions
+# on node 1, then node 3 is started from the kept datadir once per applier count and catches
+# up by IST from a donor's gcache. The IST rate is timed from wsrep_last_committed on node 3
+# (polled every 0.1 s): write-sets applied / seconds from the first to the last one.
+#
+#   bench/scripts/ist_pair.sh [write_sets=300000] [appliers="1 2 4"]
+#
+# Prints one line per provider and applier count, then the ratios; raw figures go to
+# $TRIREME_BENCH_OUT (default bench-out)/ist.tsv.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+write_sets=${1:-300000}; appliers=${2:-"1 2 4"}
+trireme=$PWD/target/release/trireme
+cargo build --release --quiet -p provider -p cli
+command -v sysbench >/dev/null || apt-get install -y sysbench >/dev/null
+out=${TRIREME_BENCH_OUT:-bench-out}
+mkdir -p "$out"
+tsv=$out/ist.tsv
+printf 'provider\tappliers\twrite_sets\tseconds\twrite_sets_per_s\thow\n' > "$tsv"
+# About 1.2 KB per oltp_write_only write-set: the donors' caches hold the whole gap.
+gcache_mb=$(( write_sets * 2 / 1000 + 64 ))
+
+status_of() { # socket var
+  timeout 5 mariadb --no-defaults -S "$1" -uroot -N -B -e "SHOW STATUS LIKE '$2'" 2>/dev/null \
+    | awk '{print $2}'
+}
+
+run_provider() {
+  local name=$1 provider=$2 port=$3 dir
+  dir=$(mktemp -d /tmp/trireme-ist-bench-XXXXXX)
+  chmod 755 "$dir"
+  trap 'timeout 120 "$trireme" cluster down --dir "$dir/c" >/dev/null 2>&1 || true; rm -rf "$dir"' RETURN
+  "$trireme" cluster up --nodes 3 --dir "$dir/c" --provider "$provider" --base-port "$port" \
+    --provider-options "gcache.size=${gcache_mb}M" >/dev/null 2>&1
+  "$trireme" cluster sql 1 "CREATE DATABASE sbtest" --dir "$dir/c" >/dev/null
+  local common=(--db-driver=mysql --mysql-user=root --mysql-db=sbtest --tables=8
+                --table-size=10000 --mysql-socket="$dir/c/node1/mysqld.sock")
+  sysbench oltp_write_only "${common[@]}" --threads=4 prepare >/dev/null
+  "$trireme" cluster stop 3 --dir "$dir/c" >/dev/null 2>&1
+  cp -a "$dir/c/node3/data" "$dir/node3-data.kept"
+  local from
+  from=$(status_of "$dir/c/node1/mysqld.sock" wsrep_last_committed)
+  sysbench oltp_write_only "${common[@]}" --threads=8 --events="$write_sets" --time=0 \
+    --mysql-ignore-errors=1213,1205 run > "$out/ist-load-$name.txt"
+  local target
+  target=$(status_of "$dir/c/node1/mysqld.sock" wsrep_last_committed)
+  local gap=$(( target - from ))
+  local n
+  for n in $appliers; do
+    rm -rf "$dir/c/node3/data"
+    cp -a "$dir/node3-data.kept" "$dir/c/node3/data"
+    sed -i "s/^wsrep_slave_threads=.*/wsrep_slave_threads=$n/" "$dir/c/node3/my.cnf"
+    local log_lines
+    log_lines=$(wc -l < "$dir/c/node3/error.log")
+    "$trireme" cluster start 3 --dir "$dir/c" >/dev/null 2>&1 &
+    local starter=$! sock=$dir/c/node3/mysqld.sock t_first="" t_last="" seqno first_seen=""
+    local deadline=$(( $(date +%s) + 1800 ))
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+      seqno=$(status_of "$sock" wsrep_last_committed || true)
+      if [[ "$seqno" =~ ^[0-9]+$ ]]; then
+        if [ -z "$t_first" ] && [ "$seqno" -gt "$from" ] && [ "$seqno" -lt "$target" ]; then
+          t_first=$(date +%s.%N); first_seen=$seqno
+        fi
+        if [ "$seqno" -ge "$target" ]; then t_last=$(date +%s.%N); break; fi
+      fi
+      sleep 0.1
+    done
+    wait "$starter" || true
+    # Trireme and Galera each name the transfer in the joiner's log.
+    local how=SST
+    tail -n +"$log_lines" "$dir/c/node3/error.log" \
+      | grep -q "receiving IST of seqnos\|Receiving IST:" && how=IST
+    local seconds=nan rate=nan
+    if [ -n "$t_first" ] && [ -n "$t_last" ]; then
+      seconds=$(awk -v a="$t_first" -v b="$t_last" 'BEGIN { printf "%.3f", b - a }')
+      rate=$(awk -v s="$seconds" -v n="$(( target - first_seen ))" \
+        'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$n" "$gap" "$seconds" "$rate" "$how" >> "$tsv"
+    printf '%-8s appliers %s  gap %7s  IST %7s s  %8s write-sets/s  (%s)\n' \
+      "$name" "$n" "$gap" "$seconds" "$rate" "$how"
+    "$trireme" cluster stop 3 --dir "$dir/c" >/dev/null 2>&1
+  done
+}
+
+run_provider trireme "$PWD/target/release/libtrireme.so" 26300
+run_provider galera /usr/lib/galera/libgalera_smm.so 27300
+echo "ratios (Trireme / Galera write-sets/s):"
+awk -F'\t' 'NR > 1 { rate[$1 "/" $2] = $5; n[$2] = 1 }
+  END { for (a in n) if (rate["galera/" a] > 0)
+          printf "  appliers %s: %.2fx\n", a, rate["trireme/" a] / rate["galera/" a] }' "$tsv"
