@@ -18,7 +18,7 @@ Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR
   --provider-b     provider B (default: /usr/lib/galera/libgalera_smm.so)
   --out DIR        where report.md, plots and raw results go (default: bench-out/<timestamp>)
   --only LIST      comma-separated subset of the scenarios
-                   write-node1, write-spread, overhead, frozen, failover
+                   write-node1, write-spread, overhead, frozen, failover, ist
   --seconds N      length of each write-path and standalone run (default 30, quick 10)
   --reps N         repetitions of every run (default 3, quick 1)
   --base-port-a/b/c P
@@ -39,7 +39,7 @@ quick=0
 provider_a=$root/target/release/libtrireme.so
 provider_b=/usr/lib/galera/libgalera_smm.so
 out=""
-only="write-node1,write-spread,overhead,frozen,failover"
+only="write-node1,write-spread,overhead,frozen,failover,ist"
 seconds=""
 reps=""
 port_a=23300
@@ -66,7 +66,7 @@ done
 
 for scenario in ${only//,/ }; do
   case $scenario in
-    write-node1|write-spread|overhead|frozen|failover) ;;
+    write-node1|write-spread|overhead|frozen|failover|ist) ;;
     *) echo "run.sh: unknown scenario '$scenario' in --only" >&2; exit 2 ;;
   esac
 done
@@ -83,12 +83,14 @@ if [ "$quick" = 1 ]; then
   frozen_total=18; frozen_at=5; frozen_hold=5
   failover_total=15; failover_at=5
   limit_s=480; cap_min=10; rejoin_s=60
+  ist_write_sets=20000; ist_appliers="1 4"
 else
   reps=${reps:-3}; seconds=${seconds:-30}
   workloads=(oltp_write_only oltp_read_write); thread_counts=(8 32)
   frozen_total=25; frozen_at=10; frozen_hold=5
   failover_total=25; failover_at=10
   limit_s=3300; cap_min=60; rejoin_s=120
+  ist_write_sets=100000; ist_appliers="1 2 4"
 fi
 placements=()
 selected write-node1 && placements+=(node1)
@@ -661,6 +663,17 @@ done
 
 check_consistency A
 check_consistency B
+
+# IST runs its own pair of clusters (bench/scripts/ist_pair.sh), after the others are idle.
+if selected ist; then
+  log "IST: $ist_write_sets write-sets, appliers $ist_appliers"
+  record_cmd "ist" "$root/bench/scripts/ist_pair.sh" "$ist_write_sets" "$ist_appliers"
+  TRIREME_BENCH_OUT=$out IST_PROVIDER_A=$provider_a IST_PROVIDER_B=$provider_b \
+    IST_PORT_A=$((port_a + 3000)) IST_PORT_B=$((port_b + 3000)) \
+    run_bounded "$(capped 1800)" "$log_file" \
+    "$root/bench/scripts/ist_pair.sh" "$ist_write_sets" "$ist_appliers" \
+    || incident "the IST scenario failed: see run.log"
+fi
 kv "$m" loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 kv "$m" finished_ns "$(now_ns)"
 

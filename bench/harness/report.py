@@ -792,11 +792,44 @@ def main():
             add(f"![{scenario}]({scenario}_tps.png)")
             add("")
 
-    add("## 5. To come")
+    add("## 5. Incremental state transfer (IST)")
     add("")
-    add("Incremental state transfer (IST), full state transfer (SST) under load and "
-        "streaming replication of large transactions are not measured yet: they depend on "
-        "provider features that other issues track, and will be added here as scenarios.")
+    ist_tsv = out / "ist.tsv"
+    if not ist_tsv.is_file():
+        add("Not run.")
+        add("")
+    else:
+        add("Node 3 stopped, oltp_write_only on node 1 for the number of write-sets below, "
+            "then node 3 started from its kept datadir once per applier count "
+            "(`wsrep_slave_threads`). Seconds from the first to the last write-set node 3 "
+            "applied (wsrep_last_committed polled every 0.1 s). Command: "
+            "`bench/scripts/ist_pair.sh`.")
+        add("")
+        rows = {}
+        for line in ist_tsv.read_text().splitlines()[1:]:
+            cells = line.split("\t")
+            if len(cells) == 6:
+                provider, appliers, gap, seconds, rate, how = cells
+                rows[(provider, appliers)] = (gap, seconds, to_float(rate), how)
+        appliers_seen = sorted({a for _, a in rows}, key=lambda a: int(a))
+        add(f"| appliers | write-sets | {names['A']} s | {names['A']} write-sets/s | "
+            f"{names['B']} s | {names['B']} write-sets/s | A/B rate | transfer A / B |")
+        add("|---:|---:|---:|---:|---:|---:|---:|---|")
+        ist_results = {}
+        for appliers in appliers_seen:
+            a = rows.get(("A", appliers), ("?", "n/a", None, "?"))
+            b = rows.get(("B", appliers), ("?", "n/a", None, "?"))
+            add(f"| {appliers} | {a[0]} | {a[1]} | {fmt_num(a[2], 0)} | {b[1]} | "
+                f"{fmt_num(b[2], 0)} | {fmt_ratio(ratio(a[2], b[2]))} | {a[3]} / {b[3]} |")
+            ist_results[appliers] = {"A": a, "B": b}
+        add("")
+        results["ist"] = ist_results
+
+    add("## 6. To come")
+    add("")
+    add("Full state transfer (SST) under load and streaming replication of large "
+        "transactions are not measured yet: they depend on provider features that other "
+        "issues track, and will be added here as scenarios.")
     add("")
 
     # Command lines and configuration

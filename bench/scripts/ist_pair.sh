@@ -7,7 +7,9 @@
 #
 #   bench/scripts/ist_pair.sh [write_sets=300000] [appliers="1 2 4"]
 #
-# Prints one line per provider and applier count, then the ratios; raw figures go to
+# Provider A is Trireme and B Galera unless IST_PROVIDER_A / IST_PROVIDER_B say otherwise;
+# their clusters use base ports IST_PORT_A / IST_PORT_B (26300, 27300). Prints one line per
+# provider and applier count, then the ratios; raw figures go to
 # $TRIREME_BENCH_OUT (default bench-out)/ist.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,11 +29,23 @@ status_of() { # socket var
     | awk '{print $2}'
 }
 
+# The cluster directory in use, stopped and removed on any exit (also when interrupted).
+current=""
+finish() {
+  if [ -n "$current" ]; then
+    timeout 120 "$trireme" cluster down --dir "$current/c" >/dev/null 2>&1 || true
+    rm -rf "$current"
+  fi
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 run_provider() {
   local name=$1 provider=$2 port=$3 dir
   dir=$(mktemp -d /tmp/trireme-ist-bench-XXXXXX)
   chmod 755 "$dir"
-  trap 'timeout 120 "$trireme" cluster down --dir "$dir/c" >/dev/null 2>&1 || true; rm -rf "$dir"' RETURN
+  current=$dir
   "$trireme" cluster up --nodes 3 --dir "$dir/c" --provider "$provider" --base-port "$port" \
     --provider-options "gcache.size=${gcache_mb}M" >/dev/null 2>&1
   "$trireme" cluster sql 1 "CREATE DATABASE sbtest" --dir "$dir/c" >/dev/null
@@ -79,15 +93,17 @@ run_provider() {
         'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
     fi
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$n" "$gap" "$seconds" "$rate" "$how" >> "$tsv"
-    printf '%-8s appliers %s  gap %7s  IST %7s s  %8s write-sets/s  (%s)\n' \
-      "$name" "$n" "$gap" "$seconds" "$rate" "$how"
+    printf '%s (%s) appliers %s  gap %7s  IST %7s s  %8s write-sets/s  (%s)\n' \
+      "$name" "$(basename "$provider")" "$n" "$gap" "$seconds" "$rate" "$how"
     "$trireme" cluster stop 3 --dir "$dir/c" >/dev/null 2>&1
   done
+  finish
+  current=""
 }
 
-run_provider trireme "$PWD/target/release/libtrireme.so" 26300
-run_provider galera /usr/lib/galera/libgalera_smm.so 27300
-echo "ratios (Trireme / Galera write-sets/s):"
+run_provider A "${IST_PROVIDER_A:-$PWD/target/release/libtrireme.so}" "${IST_PORT_A:-26300}"
+run_provider B "${IST_PROVIDER_B:-/usr/lib/galera/libgalera_smm.so}" "${IST_PORT_B:-27300}"
+echo "ratios (A / B write-sets/s):"
 awk -F'\t' 'NR > 1 { rate[$1 "/" $2] = $5; n[$2] = 1 }
-  END { for (a in n) if (rate["galera/" a] > 0)
-          printf "  appliers %s: %.2fx\n", a, rate["trireme/" a] / rate["galera/" a] }' "$tsv"
+  END { for (a in n) if (rate["B/" a] > 0)
+          printf "  appliers %s: %.2fx\n", a, rate["A/" a] / rate["B/" a] }' "$tsv"
