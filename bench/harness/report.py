@@ -819,8 +819,9 @@ def main():
         for appliers in appliers_seen:
             a = rows.get(("A", appliers), ("?", "n/a", None, "?"))
             b = rows.get(("B", appliers), ("?", "n/a", None, "?"))
+            rate_ratio = a[2] / b[2] if a[2] and b[2] else None
             add(f"| {appliers} | {a[0]} | {a[1]} | {fmt_num(a[2], 0)} | {b[1]} | "
-                f"{fmt_num(b[2], 0)} | {fmt_ratio(ratio(a[2], b[2]))} | {a[3]} / {b[3]} |")
+                f"{fmt_num(b[2], 0)} | {fmt_ratio(rate_ratio)} | {a[3]} / {b[3]} |")
             ist_results[appliers] = {"A": a, "B": b}
         add("")
         results["ist"] = ist_results

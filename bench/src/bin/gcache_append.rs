@@ -71,7 +71,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let status = Command::new("dd")
         .arg("if=/dev/zero")
         .arg(format!("of={}", dd_file.display()))
-        .args(["bs=1M", &format!("count={}", args.mib), "conv=fsync", "status=none"])
+        .args([
+            "bs=1M",
+            &format!("count={}", args.mib),
+            "conv=fsync",
+            "status=none",
+        ])
         .status()?;
     let dd_seconds = started.elapsed().as_secs_f64();
     std::fs::remove_dir_all(&work)?;
