@@ -8,6 +8,9 @@
 //! cargo run --release -p bench --bin gcache_append -- --dir /var/tmp --mib 2048
 //! ```
 
+// A benchmark: it times real writes with the wall clock.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
