@@ -13,7 +13,9 @@ cargo fmt --all -- --check
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "==> building libtrireme.so and trireme (release) for the cluster tests and the bench"
+echo "==> building libtrireme.so (debug, for the dlopen tests; release, with trireme, for the"
+echo "    cluster tests and the bench)"
+cargo build --quiet -p provider
 cargo build --release --quiet -p provider -p cli
 # The real-MariaDB tests load the optimised provider: what a user runs, and a faster test.
 export TRIREME_TEST_PROVIDER="$PWD/target/release/libtrireme.so"

@@ -258,3 +258,41 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
     cluster.down().unwrap();
     drop(guard);
 }
+
+#[test]
+fn within_its_disk_budget_the_gcache_keeps_what_an_absent_member_needs() {
+    let _one = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let provider = provider();
+    preflight(&provider);
+    let (guard, base_port) = new_cluster_dir();
+    let mut options = UpOptions::new(guard.path());
+    options.provider = Some(provider);
+    options.base_port = Some(base_port);
+    // The ring holds about 4,000 small write-sets; the budget many times that.
+    options.provider_options =
+        Some("gcache.size=1M; gcache.page_size=1M; gcache.max_disk_bytes=64M".into());
+    let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
+    create_schema(&cluster);
+    commit_write_sets(&cluster, 1, 100);
+    cluster.stop_node(3).unwrap();
+    commit_write_sets(&cluster, 1, 15_000);
+    let donor_log = cluster.error_log_tail(1, 400);
+    assert!(
+        donor_log.contains("node3 left the primary view: keeping seqnos from"),
+        "the donors note that they keep node 3's gap:\n{donor_log}"
+    );
+    let before = log_lines(&cluster, 3);
+    cluster
+        .start_node(3)
+        .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
+    let log = log_since(&cluster, 3, before);
+    assert!(
+        log.contains("receiving IST of seqnos") && !log.contains("state transfer by SST"),
+        "with no freeze, the absent node 3 still rejoined by IST:\n{log}"
+    );
+    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+    cluster.down().unwrap();
+    drop(guard);
+}

@@ -165,6 +165,16 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             );
             return WSREP_NODE_FAIL;
         };
+        let ist_bind = match &options.ist_recv_bind {
+            None => ist_address,
+            Some(bind) => match endpoint_address(&bind.host, bind.port) {
+                Some(address) => address,
+                None => {
+                    instance.log(WSREP_LOG_ERROR, "ist.recv_bind does not resolve");
+                    return WSREP_NODE_FAIL;
+                }
+            },
+        };
         let node_name = c_str(args.node_name).unwrap_or("trireme").to_owned();
         let incoming = c_str(args.node_incoming).unwrap_or_default().to_owned();
         let seed = SystemTime::now()
@@ -179,6 +189,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             seed,
             causal_read_timeout: options.repl_causal_read_timeout,
             ist_address,
+            ist_bind,
             state_dir: Some(std::path::PathBuf::from(&options.base_dir)),
             gcache: Some(gcache_config(&options)),
             history: if args.state_id.is_null() {

@@ -33,6 +33,9 @@ pub(crate) struct ActionCache {
     next_pin: u64,
     /// The freeze asked for, kept while no cache is open.
     freeze: FreezePurge,
+    /// What members absent from the last primary view need to rejoin by IST; kept only
+    /// within `gcache.max_disk_bytes` (without that budget, nothing is kept for them).
+    absent_floor: Option<Seqno>,
 }
 
 fn unix_nanos() -> u64 {
@@ -49,6 +52,7 @@ impl ActionCache {
             pins: BTreeMap::new(),
             next_pin: 0,
             freeze: FreezePurge::Off,
+            absent_floor: None,
         }
     }
 
@@ -78,6 +82,7 @@ impl ActionCache {
             pins: BTreeMap::new(),
             next_pin: 0,
             freeze: FreezePurge::Off,
+            absent_floor: None,
         }
     }
 
@@ -154,8 +159,19 @@ impl ActionCache {
         self.apply_pins();
     }
 
+    /// Keeps `floor` and after for members that left the view (`None`: nobody is absent).
+    /// Only with a disk budget: an absent member that never returns must not fill the disk.
+    pub(crate) fn set_absent_floor(&mut self, floor: Option<Seqno>) {
+        let budget = self
+            .gcache
+            .as_ref()
+            .is_some_and(|g| g.config().max_disk_bytes > 0);
+        self.absent_floor = floor.filter(|_| budget);
+        self.apply_pins();
+    }
+
     fn apply_pins(&mut self) {
-        let floor = self.pins.values().min().copied();
+        let floor = self.pins.values().copied().chain(self.absent_floor).min();
         if let Some(gcache) = self.gcache.as_mut() {
             if let Err(error) = gcache.set_retention_floor(floor) {
                 tracing::warn!(%error, "gcache: cannot apply the IST retention floor");

@@ -19,7 +19,7 @@
 // This crate runs the node: it starts the dispatcher thread and waits with real timeouts.
 #![allow(clippy::disallowed_methods)]
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -155,9 +155,12 @@ pub struct Settings {
     pub seed: u64,
     /// How long `sync_wait` waits when the caller gives no timeout.
     pub causal_read_timeout: Duration,
-    /// Where a joiner receives its donor's certification index (and later IST):
-    /// `ist.recv_addr`.
+    /// Where donors send this node its state transfer stream (the certification index and
+    /// IST): `ist.recv_addr`, as donors reach it.
     pub ist_address: SocketAddr,
+    /// Where the stream receiver listens: `ist.recv_bind`, else `ist.recv_addr` (they differ
+    /// behind NAT).
+    pub ist_bind: SocketAddr,
     /// Where `grastate.dat` is kept (`base_dir`); `None` keeps no saved state.
     pub state_dir: Option<std::path::PathBuf>,
     /// The server's own position at start (MariaDB recovers it from its storage engine).
@@ -298,6 +301,8 @@ struct Joining {
     /// For a node readmitted after an eviction: the primary view to give the server once
     /// it caught up.
     rejoin_view: Option<ViewInfo>,
+    /// No member can serve the gap any more: stop asking (see `try_finish_join`).
+    gave_up: bool,
 }
 
 impl Joining {
@@ -311,6 +316,7 @@ impl Joining {
             retry_at: None,
             request_again: false,
             rejoin_view: None,
+            gave_up: false,
         }
     }
 }
@@ -518,7 +524,7 @@ impl Replicator {
         self.open_cache(start_position);
         // Every node listens for state transfer streams: a founder, too, may fall out of
         // the primary component and come back through IST.
-        let address = self.shared.settings.ist_address;
+        let address = self.shared.settings.ist_bind;
         match TcpListener::bind(address) {
             Ok(listener) => {
                 let shared = Arc::clone(&self.shared);
@@ -1807,6 +1813,13 @@ struct Dispatcher {
     cache_failed: bool,
     /// The oldest cached seqno last reported to the group.
     cached_reported: Seqno,
+    /// The commit cut the last write-set carried: every member had committed up to here.
+    last_safe_seqno: Seqno,
+    /// Members of the last primary view, by name, and by identity.
+    view_names: Vec<String>,
+    view_members: Vec<(Uuid, String)>,
+    /// Members that left the primary view, by name, and the first seqno each may lack.
+    absent: BTreeMap<String, Seqno>,
 }
 
 /// The dispatcher: takes deliveries in order, certifies, routes.
@@ -1819,6 +1832,10 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         senders: Vec::new(),
         cache_failed: false,
         cached_reported: Seqno::UNDEFINED,
+        last_safe_seqno: Seqno::UNDEFINED,
+        view_names: Vec::new(),
+        view_members: Vec::new(),
+        absent: BTreeMap::new(),
     };
     loop {
         match deliveries.recv_timeout(Duration::from_millis(50)) {
@@ -1852,6 +1869,7 @@ impl Dispatcher {
                 payload,
                 ..
             } => {
+                self.last_safe_seqno = self.last_safe_seqno.max(safe_seqno);
                 self.on_write_set(seqno, local, safe_seqno, &payload, Seqno::UNDEFINED);
             }
             Delivery::StateRequest {
@@ -1871,7 +1889,43 @@ impl Dispatcher {
         }
     }
 
+    /// Keeps, within the gcache's disk budget, what members that left the primary view
+    /// need to come back by IST: everything after the commit cut when they left (they had
+    /// committed at least that far). A member that is back (by name) needs it until its
+    /// state request is served (see `on_state_request`).
+    fn track_absent_members(&mut self, view: &View) {
+        if !view.primary || view.own_index.is_none() {
+            return;
+        }
+        let names: Vec<String> = view.members.iter().map(|m| m.name.clone()).collect();
+        let own = &self.shared.settings.node_name;
+        for gone in self
+            .view_names
+            .iter()
+            .filter(|n| !names.contains(n) && *n != own)
+        {
+            if !self.absent.contains_key(gone) {
+                let from = self.last_safe_seqno.next();
+                let message = format!(
+                    "{gone} left the primary view: keeping seqnos from {from} in the gcache \
+                     (within gcache.max_disk_bytes) so that it can rejoin by IST"
+                );
+                self.shared.app.log(LogLevel::Info, &message);
+                self.absent.insert(gone.clone(), from);
+            }
+        }
+        self.view_names = names;
+        self.view_members = view
+            .members
+            .iter()
+            .map(|m| (m.uuid, m.name.clone()))
+            .collect();
+        let floor = self.absent.values().min().copied();
+        lock(&self.shared.cache).set_absent_floor(floor);
+    }
+
     fn on_view(&mut self, view: View) {
+        self.track_absent_members(&view);
         let settings = &self.shared.settings;
         let info = view_info(&view, &settings.incoming_address, &settings.node_name);
         let mut inner = lock(&self.shared.inner);
@@ -2083,6 +2137,30 @@ impl Dispatcher {
         donor: Result<u64, NoDonor>,
         donor_is_me: bool,
     ) {
+        let served = donor.is_ok();
+        let joiner_name = self
+            .view_members
+            .iter()
+            .find(|(id, _)| *id == joiner)
+            .map(|(_, name)| name.clone());
+        self.serve_state_request(joiner, request, donor, donor_is_me);
+        // The returning member's gap is in a donor's hands now (pinned there while it is
+        // sent): the others need not keep it any longer.
+        if let Some(name) = joiner_name.filter(|_| served) {
+            if self.absent.remove(&name).is_some() {
+                let floor = self.absent.values().min().copied();
+                lock(&self.shared.cache).set_absent_floor(floor);
+            }
+        }
+    }
+
+    fn serve_state_request(
+        &mut self,
+        joiner: Uuid,
+        request: StateRequest,
+        donor: Result<u64, NoDonor>,
+        donor_is_me: bool,
+    ) {
         let mut inner = lock(&self.shared.inner);
         if joiner == inner.own {
             if let (Err(reason), Some(joining)) = (&donor, inner.joining.as_mut()) {
@@ -2185,6 +2263,29 @@ impl Dispatcher {
                     joining.retry_at = None;
                     joining.request_again = true;
                 }
+            }
+            if joining.gave_up {
+                return;
+            }
+            if joining.transfer.failed.is_some()
+                && joining.ist_only
+                && joining.transfer.refusals >= transfer::REFUSALS_BEFORE_GIVING_UP
+            {
+                joining.gave_up = true;
+                let from = joining
+                    .received
+                    .map_or(Seqno::UNDEFINED, |r| r.seqno)
+                    .max(joining.transfer.queued_upto)
+                    .next();
+                let message = format!(
+                    "no member holds seqno {from} and after in its gcache any more \
+                     ({} donors in a row refused): this node cannot catch up by IST and stays \
+                     JOINER; restart the server to get a full state transfer (SST)",
+                    joining.transfer.refusals
+                );
+                drop(inner);
+                self.shared.app.log(LogLevel::Error, &message);
+                return;
             }
             if let Some(reason) = joining.transfer.failed.take() {
                 // What was queued stays queued (it is intact and in order); ask again for

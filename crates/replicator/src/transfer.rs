@@ -31,6 +31,9 @@ const PIN_STEP: i64 = 1024;
 const FAULT_CUT_IST_AFTER: &str = "TRIREME_FAULT_CUT_IST_AFTER";
 /// Whether the injected cut already happened in this process (it happens once).
 static FAULT_CUT_DONE: AtomicBool = AtomicBool::new(false);
+/// Refusals in a row after which a joiner that can only take IST stops asking: no member
+/// holds its gap any more.
+pub(crate) const REFUSALS_BEFORE_GIVING_UP: u32 = 3;
 /// How long a joiner that asked for IST only waits for a donor's stream to begin before it
 /// asks again (the chosen donor may have died before it could connect).
 pub(crate) const IST_START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -168,6 +171,8 @@ pub(crate) struct TransferProgress {
     pub(crate) failed: Option<String>,
     /// The donor sent (or will send) an SST; the server's snapshot brings the data.
     pub(crate) by_sst: bool,
+    /// Donors in a row that could not serve the gap (IST-only requests).
+    pub(crate) refusals: u32,
 }
 
 impl Default for TransferProgress {
@@ -178,6 +183,7 @@ impl Default for TransferProgress {
             done: false,
             failed: None,
             by_sst: false,
+            refusals: 0,
         }
     }
 }
@@ -243,6 +249,9 @@ fn receive_one(shared: &Arc<Shared>, stream: TcpStream, peer: &str) {
     if header.outcome == Outcome::Refused {
         let message = format!("donor {peer} cannot serve IST: {}", header.reason);
         log(shared, LogLevel::Warning, &message);
+        if let Some(joining) = lock(&shared.inner).joining.as_mut() {
+            joining.transfer.refusals += 1;
+        }
         fail(shared, message);
         return;
     }
@@ -277,6 +286,7 @@ fn receive_one(shared: &Arc<Shared>, stream: TcpStream, peer: &str) {
         let mut inner = lock(&shared.inner);
         if let Some(joining) = inner.joining.as_mut() {
             joining.transfer.index = Some((header.last, cert));
+            joining.transfer.refusals = 0;
         }
     }
     let started = Instant::now();

@@ -330,6 +330,7 @@ impl Application for TransferServer {
 fn settings(name: &str) -> Settings {
     let mut group = GroupConfig::default();
     group.tick_interval_ns = 5_000_000;
+    let ist_address = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     Settings {
         node_name: name.into(),
         incoming_address: "127.0.0.1:3306".into(),
@@ -337,7 +338,8 @@ fn settings(name: &str) -> Settings {
         group,
         seed: name.bytes().map(u64::from).sum(),
         causal_read_timeout: Duration::from_secs(5),
-        ist_address: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        ist_address,
+        ist_bind: ist_address,
         state_dir: None,
         history: None,
         gcache: None,
