@@ -523,7 +523,27 @@ impl Cluster {
                 self.dir().display()
             );
         }
-        self.start_process(node, false)?;
+        // After a crash the saved state has no position (seqno -1): recover it from the
+        // storage engine and hand it to the server, as Galera's systemd unit does, so that
+        // the node can rejoin by IST instead of a full SST.
+        let crashed = self
+            .grastate(node)
+            .ok()
+            .flatten()
+            .is_some_and(|g| !g.has_position() && g.uuid != NIL_UUID);
+        let start_position = if crashed {
+            match self.wsrep_recover(node) {
+                Ok((uuid, seqno)) if seqno >= 0 => Some(format!("{uuid}:{seqno}")),
+                Ok(_) => None,
+                Err(e) => {
+                    eprintln!("trireme: warning: node{node}: {e:#}; it will join by SST");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.start_process_at(node, false, start_position.as_deref())?;
         self.wait_synced(node, None)
     }
 
@@ -733,7 +753,7 @@ impl Cluster {
                 continue;
             }
             match self.wsrep_recover(*node) {
-                Ok(seqno) => positions.push((*node, seqno)),
+                Ok((_, seqno)) => positions.push((*node, seqno)),
                 Err(e) => eprintln!("trireme: warning: node{node}: {e:#}"),
             }
         }
@@ -760,8 +780,9 @@ impl Cluster {
         Ok(node)
     }
 
-    /// Runs `mariadbd --wsrep-recover` on a stopped node and returns the recovered seqno.
-    fn wsrep_recover(&self, node: usize) -> Result<i64> {
+    /// Runs `mariadbd --wsrep-recover` on a stopped node and returns the recovered position
+    /// (cluster uuid, seqno).
+    fn wsrep_recover(&self, node: usize) -> Result<(String, i64)> {
         eprintln!("trireme: node{node} has no saved position: running mariadbd --wsrep-recover");
         let log = self.config.node_dir(node).join("wsrep-recover.log");
         fs::write(&log, "")?;
@@ -783,7 +804,7 @@ impl Cluster {
         match grastate::parse_recovered_position(&text) {
             Some((uuid, seqno)) => {
                 eprintln!("trireme: node{node} recovered position {uuid}:{seqno}");
-                Ok(seqno)
+                Ok((uuid.to_string(), seqno))
             }
             None => bail!(
                 "mariadbd --wsrep-recover ({status}) printed no position; see {}",
@@ -852,6 +873,17 @@ impl Cluster {
     /// Launches `node`'s server detached (own session, output to `mariadbd.out`) and records
     /// its pid in the pid file (the server rewrites the same pid there once it is up).
     fn start_process(&self, node: usize, bootstrap: bool) -> Result<u32> {
+        self.start_process_at(node, bootstrap, None)
+    }
+
+    /// [`Cluster::start_process`], with `--wsrep-start-position` when `start_position` (the
+    /// `uuid:seqno` recovered after a crash) is given.
+    fn start_process_at(
+        &self,
+        node: usize,
+        bootstrap: bool,
+        start_position: Option<&str>,
+    ) -> Result<u32> {
         check_ports(&self.config, node)?;
         let pid_file = self.config.pid_file(node);
         let _ = fs::remove_file(&pid_file);
@@ -864,6 +896,9 @@ impl Cluster {
         }
         if bootstrap {
             args.push("--wsrep-new-cluster".to_string());
+        }
+        if let Some(position) = start_position {
+            args.push(format!("--wsrep-start-position={position}"));
         }
         eprintln!(
             "trireme: starting node{node}{}",
@@ -1053,10 +1088,19 @@ fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Fails, naming the port, if any of `node`'s ports is taken on 127.0.0.1.
+/// The uuid `grastate.dat` holds before a node ever had a position.
+const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
+
+/// How long a port may stay taken before `check_ports` gives up: a server killed a moment
+/// ago (SIGKILL returns before the kernel has closed its sockets) frees its ports within
+/// this time.
+const PORT_RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+/// Fails, naming the port, if any of `node`'s ports is taken on 127.0.0.1 for longer than
+/// [`PORT_RELEASE_WAIT`].
 fn check_ports(config: &ClusterConfig, node: usize) -> Result<()> {
     for (port, what) in config.ports(node).labelled() {
-        if !sys::port_free(port) {
+        if !wait_until(PORT_RELEASE_WAIT, || sys::port_free(port)) {
             bail!(
                 "port {port} (node{node} {what}) on 127.0.0.1 is in use by another program: \
                  choose another --base-port (the cluster uses base+1..base+{n} for SQL and \

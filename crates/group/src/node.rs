@@ -103,6 +103,9 @@ pub enum Delivery {
         request: StateRequest,
         /// The chosen donor's Raft id.
         donor: Result<u64, NoDonor>,
+        /// The chosen donor's UUID for this membership (as views list members), so that the
+        /// joiner notices when its donor leaves before the transfer is done.
+        donor_uuid: Option<Uuid>,
         /// True if this node is the chosen donor.
         donor_is_me: bool,
     },
@@ -256,6 +259,10 @@ pub struct GroupNode {
     committed: Seqno,
     /// The oldest seqno this node's write-set cache holds, as last reported to it.
     cached_from: Seqno,
+    /// This node's state request until it is ordered, and when it was last sent.
+    state_request: Option<(StateRequest, Option<u64>)>,
+    /// Numbers this node's state requests.
+    next_state_request_id: u64,
     stop_wanted: bool,
     pacing: ControlPacing,
     flow: FlowCounters,
@@ -387,6 +394,8 @@ impl GroupNode {
             apply_queue_len: 0,
             committed: Seqno::UNDEFINED,
             cached_from: Seqno::UNDEFINED,
+            state_request: None,
+            next_state_request_id: 0,
             stop_wanted: false,
             pacing: ControlPacing::default(),
             flow: FlowCounters::default(),
@@ -544,11 +553,28 @@ impl GroupNode {
     /// to retry, for example when no donor was available.
     pub fn request_state(&mut self, mut request: StateRequest) {
         request.joiner = self.me.raft_id;
-        let message = WireMessage::Control(Control::StateRequest(request.clone()));
+        self.next_state_request_id += 1;
+        request.request_id = self.next_state_request_id;
+        // Sent by `send_state_request` now and again until it is ordered: a request that
+        // reached no leader (none elected, or it just died) must not leave the joiner
+        // waiting forever.
+        self.state_request = Some((request, None));
+    }
+
+    fn send_state_request(&mut self) {
+        let (tick, every) = (self.tick, self.config.resend_ticks);
+        let Some((request, last_sent)) = self.state_request.as_mut() else {
+            return;
+        };
+        if !self.member || !is_due(*last_sent, tick, every) {
+            return;
+        }
+        *last_sent = Some(tick);
+        let entry = Control::StateRequest(request.clone());
         if self.is_leader() {
-            self.propose_entry(&LogEntry::Control(Control::StateRequest(request)));
+            self.propose_entry(&LogEntry::Control(entry));
         } else {
-            self.send_to_leader(&message);
+            self.send_to_leader(&WireMessage::Control(entry));
         }
     }
 
@@ -954,6 +980,17 @@ impl GroupNode {
                 }
             }
             LogEntry::Control(Control::StateRequest(request)) => {
+                if request.joiner == self.me.raft_id
+                    && self
+                        .state_request
+                        .as_ref()
+                        .is_some_and(|(pending, _)| pending.request_id <= request.request_id)
+                {
+                    self.state_request = None;
+                }
+                if !self.state.record_state_request(&request) {
+                    return;
+                }
                 let Some(joiner) = self.state.members.get(&request.joiner) else {
                     return;
                 };
@@ -961,10 +998,16 @@ impl GroupNode {
                 let donor = self.state.select_donor(&request);
                 if self.member {
                     let donor_is_me = donor == Ok(self.me.raft_id);
+                    let donor_uuid = donor
+                        .as_ref()
+                        .ok()
+                        .and_then(|id| self.state.members.get(id))
+                        .map(|m| m.info.uuid);
                     self.deliveries.push_back(Delivery::StateRequest {
                         joiner,
                         request,
                         donor,
+                        donor_uuid,
                         donor_is_me,
                     });
                 }
@@ -1204,6 +1247,7 @@ impl GroupNode {
         self.request_join();
         self.progress_leave();
         self.send_controls();
+        self.send_state_request();
         self.send_submissions();
         self.repeat_causal_reads();
         if self.is_leader() {

@@ -62,6 +62,9 @@ pub enum Control {
 pub struct StateRequest {
     /// The joiner's Raft id.
     pub joiner: u64,
+    /// Numbers the joiner's requests (set by [`crate::GroupNode::request_state`]): a request
+    /// is resent until it is ordered, and a resend of one already ordered is dropped.
+    pub request_id: u64,
     /// `wsrep_sst_donor`: preferred donor names, comma separated; a trailing comma means
     /// "or any other member".
     pub donor_names: String,
@@ -72,6 +75,20 @@ pub struct StateRequest {
     pub ist_from: Seqno,
     /// Where the joiner receives IST (`ist.recv_addr`).
     pub ist_address: String,
+}
+
+impl GroupState {
+    /// Records an ordered state request; false if it is a resend of one already ordered
+    /// (it must then not be served again).
+    pub fn record_state_request(&mut self, request: &StateRequest) -> bool {
+        let last = self.state_requests.get(&request.joiner).copied();
+        if last.is_some_and(|id| id >= request.request_id) {
+            return false;
+        }
+        self.state_requests
+            .insert(request.joiner, request.request_id);
+        true
+    }
 }
 
 /// Why no donor could be chosen.
@@ -219,6 +236,8 @@ pub struct GroupState {
     pub safe_seqno: Seqno,
     /// The oldest seqno each member reported its write-set cache to hold (for IST).
     pub cached_from: BTreeMap<u64, Seqno>,
+    /// The last state request ordered for each member (its `request_id`).
+    pub state_requests: BTreeMap<u64, u64>,
 }
 
 impl GroupState {
@@ -243,6 +262,7 @@ impl GroupState {
             committed: BTreeMap::new(),
             safe_seqno: Seqno::UNDEFINED,
             cached_from: BTreeMap::new(),
+            state_requests: BTreeMap::new(),
         }
     }
 
@@ -258,6 +278,7 @@ impl GroupState {
             committed: BTreeMap::new(),
             safe_seqno: Seqno::UNDEFINED,
             cached_from: BTreeMap::new(),
+            state_requests: BTreeMap::new(),
         }
     }
 
@@ -360,6 +381,7 @@ impl GroupState {
         self.paused_by.remove(&raft_id);
         self.committed.remove(&raft_id);
         self.cached_from.remove(&raft_id);
+        self.state_requests.remove(&raft_id);
         self.update_safe_seqno();
     }
 
@@ -465,6 +487,7 @@ mod tests {
         state.apply_control(&Control::State(3, NodeState::Synced));
         let request = |names: &str| StateRequest {
             joiner: 4,
+            request_id: 1,
             donor_names: names.into(),
             sst_request: vec![],
             ist_from: Seqno::UNDEFINED,
@@ -506,6 +529,7 @@ mod tests {
         state.apply_control(&Control::Cached(3, Seqno(101)));
         let request = |names: &str, ist_from: i64| StateRequest {
             joiner: 4,
+            request_id: 1,
             donor_names: names.into(),
             sst_request: vec![],
             ist_from: Seqno(ist_from),
@@ -541,6 +565,32 @@ mod tests {
         assert!(
             !state.cached_from.contains_key(&2),
             "a leaver's cache is forgotten"
+        );
+    }
+
+    #[test]
+    fn a_resent_state_request_is_served_once() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+        state.add_member(info(2));
+        let request = |request_id| StateRequest {
+            joiner: 2,
+            request_id,
+            donor_names: String::new(),
+            sst_request: vec![],
+            ist_from: Seqno::UNDEFINED,
+            ist_address: String::new(),
+        };
+        assert!(state.record_state_request(&request(1)));
+        assert!(!state.record_state_request(&request(1)), "a resend");
+        assert!(state.record_state_request(&request(2)), "a new request");
+        assert!(
+            !state.record_state_request(&request(1)),
+            "an old resend, late"
+        );
+        state.remove_member(2);
+        assert!(
+            state.record_state_request(&request(1)),
+            "a new membership starts over"
         );
     }
 

@@ -303,6 +303,8 @@ struct Joining {
     rejoin_view: Option<ViewInfo>,
     /// No member can serve the gap any more: stop asking (see `try_finish_join`).
     gave_up: bool,
+    /// The donor the group chose for the last request (its UUID in views).
+    donor: Option<Uuid>,
 }
 
 impl Joining {
@@ -317,6 +319,7 @@ impl Joining {
             request_again: false,
             rejoin_view: None,
             gave_up: false,
+            donor: None,
         }
     }
 }
@@ -585,14 +588,10 @@ impl Replicator {
         *lock(&self.runner) = Some(runner);
         // While the server runs, the saved seqno is stale after the first commit: -1 says
         // "recover the position from the storage engine" to whoever reads it after a crash.
-        let running = SavedState {
-            position: Gtid {
-                cluster: start_position.map_or(Uuid::NIL, |position| position.cluster),
-                seqno: Seqno::UNDEFINED,
-            },
-            safe_to_bootstrap: false,
-        };
-        self.save_state(running);
+        save_running_state(
+            &self.shared,
+            start_position.map_or(Uuid::NIL, |position| position.cluster),
+        );
         let shared = Arc::clone(&self.shared);
         let dispatcher = std::thread::Builder::new()
             .name("trireme-dispatch".into())
@@ -696,16 +695,7 @@ impl Replicator {
     }
 
     fn save_state(&self, state: SavedState) {
-        let Some(dir) = &self.shared.settings.state_dir else {
-            return;
-        };
-        if let Err(error) = state.store(dir) {
-            let message = format!(
-                "cannot write {}: {error}",
-                dir.join(saved_state::FILE_NAME).display()
-            );
-            self.shared.app.log(LogLevel::Warning, &message);
-        }
+        save_state(&self.shared, state);
     }
 
     /// Saves the position this node leaves with. It is safe to bootstrap from if it was
@@ -1875,9 +1865,17 @@ impl Dispatcher {
             Delivery::StateRequest {
                 request,
                 donor,
+                donor_uuid,
                 donor_is_me,
                 joiner,
             } => {
+                {
+                    let mut inner = lock(&self.shared.inner);
+                    let own_request = joiner == inner.own;
+                    if let Some(joining) = inner.joining.as_mut().filter(|_| own_request) {
+                        joining.donor = donor_uuid;
+                    }
+                }
                 self.on_state_request(joiner, request, donor, donor_is_me);
             }
             Delivery::Causal { id, seqno } => {
@@ -1937,6 +1935,24 @@ impl Dispatcher {
         if view.ordered {
             inner.last_ordered = view.seqno;
         }
+        if let Some(joining) = inner.joining.as_mut() {
+            let donor_gone = joining
+                .donor
+                .is_some_and(|donor| view.primary && !view.members.iter().any(|m| m.uuid == donor));
+            let transfer_done = joining.transfer.done && joining.received.is_some();
+            if donor_gone && !transfer_done {
+                // The donor died (or left) before our state arrived: the transfer will never
+                // finish. Ask again; the group picks another donor.
+                joining.donor = None;
+                joining.request_again = true;
+                drop(inner);
+                self.shared.app.log(
+                    LogLevel::Warning,
+                    "our donor left the cluster before the state transfer finished; asking again",
+                );
+                inner = lock(&self.shared.inner);
+            }
+        }
         if self.certifier.is_none() {
             if !inner.primary || inner.joining.is_some() {
                 if inner.joining.is_some() && view.ordered {
@@ -1956,6 +1972,7 @@ impl Dispatcher {
                 });
                 inner.queue.push_back(RecvEvent::Synced);
                 drop(inner);
+                save_running_state(&self.shared, view.cluster);
                 let seqno = view.seqno;
                 self.cache_action(seqno, ist::ActionKind::Skip, seqno.0 - 1, &[]);
             } else {
@@ -2393,6 +2410,9 @@ impl Dispatcher {
         inner.joining = None;
         inner.state = NodeState::Joined;
         set_group_state(&inner, NodeState::Joined);
+        let cluster = inner.cluster;
+        drop(inner);
+        save_running_state(&self.shared, cluster);
     }
 
     /// Passes a seqno that carries nothing to certify (a view, an undecodable write-set)
@@ -2442,6 +2462,35 @@ impl Dispatcher {
             inner.queue.push_back(RecvEvent::Synced);
         }
     }
+}
+
+/// Writes `grastate.dat` (when the node keeps one); a failure is logged, not fatal.
+fn save_state(shared: &Shared, state: SavedState) {
+    let Some(dir) = &shared.settings.state_dir else {
+        return;
+    };
+    if let Err(error) = state.store(dir) {
+        let message = format!(
+            "cannot write {}: {error}",
+            dir.join(saved_state::FILE_NAME).display()
+        );
+        shared.app.log(LogLevel::Warning, &message);
+    }
+}
+
+/// Marks the saved state "running in history `cluster`" (seqno -1): after a crash the
+/// position is recovered from the storage engine, and the uuid says which history it is in.
+fn save_running_state(shared: &Shared, cluster: Uuid) {
+    save_state(
+        shared,
+        SavedState {
+            position: Gtid {
+                cluster,
+                seqno: Seqno::UNDEFINED,
+            },
+            safe_to_bootstrap: false,
+        },
+    );
 }
 
 /// A JOINED node with at most this many actions queued has caught up and turns SYNCED

@@ -437,6 +437,7 @@ pub(crate) fn send_state_request(shared: &Shared, sst_request: Vec<u8>, ist_from
     let inner = lock(&shared.inner);
     let request = StateRequest {
         joiner: 0,
+        request_id: 0,
         donor_names: inner.donor_names.clone(),
         sst_request,
         ist_from,
