@@ -1810,6 +1810,9 @@ struct Dispatcher {
     view_members: Vec<(Uuid, String)>,
     /// Members that left the primary view, by name, and the first seqno each may lack.
     absent: BTreeMap<String, Seqno>,
+    /// The group identity under which the certification state was built (bootstrap or
+    /// the end of a state transfer).
+    member_uuid: Option<Uuid>,
 }
 
 /// The dispatcher: takes deliveries in order, certifies, routes.
@@ -1826,6 +1829,7 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         view_names: Vec::new(),
         view_members: Vec::new(),
         absent: BTreeMap::new(),
+        member_uuid: None,
     };
     loop {
         match deliveries.recv_timeout(Duration::from_millis(50)) {
@@ -1926,7 +1930,16 @@ impl Dispatcher {
         self.track_absent_members(&view);
         let settings = &self.shared.settings;
         let info = view_info(&view, &settings.incoming_address, &settings.node_name);
+        let own_uuid = view
+            .own_index
+            .and_then(|i| view.members.get(i))
+            .map(|m| m.uuid);
         let mut inner = lock(&self.shared.inner);
+        // The identity this node has in the group now (it changes when the group admits
+        // it again); state requests and local write-sets are recognised by it.
+        if let Some(uuid) = own_uuid {
+            inner.own = uuid;
+        }
         inner.cluster = view.cluster;
         inner.members = info.members.clone();
         inner.view_id = info.view_id;
@@ -1964,6 +1977,7 @@ impl Dispatcher {
             inner.queue.push_back(RecvEvent::Connected(info.clone()));
             if self.bootstrap {
                 self.certifier = Some(Certifier::starting_at(CertConfig::default(), view.seqno));
+                self.member_uuid = own_uuid;
                 *lock(&self.shared.monitors) = Some(Arc::new(Monitors::at(view.seqno.prev())));
                 inner.state = NodeState::Synced;
                 inner.queue.push_back(RecvEvent::View {
@@ -1989,14 +2003,9 @@ impl Dispatcher {
             .certifier
             .as_ref()
             .map_or(Seqno::UNDEFINED, Certifier::position);
-        let own_uuid = view
-            .own_index
-            .and_then(|i| view.members.get(i))
-            .map(|m| m.uuid);
-        let readmitted = own_uuid.is_some_and(|uuid| uuid != inner.own);
-        if let Some(uuid) = own_uuid {
-            inner.own = uuid;
-        }
+        // A new identity in a view means the group admitted this node again as a new member
+        // (after an eviction) since its certification state was built.
+        let readmitted = own_uuid.is_some_and(|uuid| Some(uuid) != self.member_uuid);
         if inner.primary && (readmitted || (view.ordered && view.seqno > position.next())) {
             // Readmitted as a new member after an eviction: the cluster ordered seqnos this
             // node never saw. Everything up to `position` is here; the rest comes by IST.
@@ -2367,6 +2376,7 @@ impl Dispatcher {
             self.shared.app.log(LogLevel::Error, &message);
         }
         self.certifier = Some(cert);
+        self.member_uuid = Some(lock(&self.shared.inner).own);
         {
             let mut monitors = lock(&self.shared.monitors);
             if monitors.is_none() {
