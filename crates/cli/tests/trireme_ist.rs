@@ -9,13 +9,13 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cli::{Cluster, UpOptions};
 
 mod common;
-use common::{new_cluster_dir, preflight, value};
+use common::{new_cluster_dir, preflight, value, ClusterGuard};
 
 /// The tests of this file run one at a time: each runs a 3-node cluster, and both would
 /// otherwise pick the same free port range.
@@ -72,9 +72,14 @@ fn log_lines(cluster: &Cluster, node: usize) -> usize {
     cluster.error_log_tail(node, usize::MAX).lines().count()
 }
 
-#[test]
-fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
-    let _one = ONE_CLUSTER_AT_A_TIME
+/// A 3-node cluster with the IST test schema and 100 write-sets, running alone (the guard
+/// holds [`ONE_CLUSTER_AT_A_TIME`]). `provider_options` go to every node; `fault_cut` is
+/// put into the servers' environment as `TRIREME_FAULT_CUT_IST_AFTER`.
+fn ist_cluster(
+    provider_options: Option<&str>,
+    fault_cut: Option<&str>,
+) -> (MutexGuard<'static, ()>, ClusterGuard, Cluster) {
+    let one = ONE_CLUSTER_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let provider = provider();
@@ -83,9 +88,21 @@ fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
     let mut options = UpOptions::new(guard.path());
     options.provider = Some(provider);
     options.base_port = Some(base_port);
-    let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
+    options.provider_options = provider_options.map(str::to_owned);
+    if let Some(after) = fault_cut {
+        std::env::set_var("TRIREME_FAULT_CUT_IST_AFTER", after);
+    }
+    let up = Cluster::up(&options);
+    std::env::remove_var("TRIREME_FAULT_CUT_IST_AFTER");
+    let cluster = up.unwrap_or_else(|e| panic!("cluster up: {e:#}"));
     create_schema(&cluster);
     commit_write_sets(&cluster, 1, 100);
+    (one, guard, cluster)
+}
+
+#[test]
+fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
+    let (_one, guard, cluster) = ist_cluster(None, None);
 
     // 50,000 write-sets while node 3 is down: it comes back by IST.
     cluster.stop_node(3).unwrap();
@@ -156,25 +173,11 @@ fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
 
 #[test]
 fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
-    let _one = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let provider = provider();
-    preflight(&provider);
-    let (guard, base_port) = new_cluster_dir();
-    let mut options = UpOptions::new(guard.path());
-    options.provider = Some(provider);
-    options.base_port = Some(base_port);
-    // About 4,000 small write-sets fit in the ring.
-    options.provider_options = Some("gcache.size=1M; gcache.page_size=1M".into());
-    // Every server of this cluster breaks off the first IST it sends after 1,000 records,
-    // as a donor dying mid-stream would (the variable is read by the donor only).
-    std::env::set_var("TRIREME_FAULT_CUT_IST_AFTER", "1000");
-    let up = Cluster::up(&options);
-    std::env::remove_var("TRIREME_FAULT_CUT_IST_AFTER");
-    let cluster = up.unwrap_or_else(|e| panic!("cluster up: {e:#}"));
-    create_schema(&cluster);
-    commit_write_sets(&cluster, 1, 100);
+    // About 4,000 small write-sets fit in the ring. Every server of this cluster breaks off
+    // the first IST it sends after 1,000 records, as a donor dying mid-stream would (the
+    // variable is read by the donor only).
+    let (_one, guard, cluster) =
+        ist_cluster(Some("gcache.size=1M; gcache.page_size=1M"), Some("1000"));
 
     // Freeze node 1's cache before node 3 goes away; node 2's is not frozen, so the group
     // must pick node 1 as the donor that holds the gap.
@@ -261,21 +264,11 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
 
 #[test]
 fn within_its_disk_budget_the_gcache_keeps_what_an_absent_member_needs() {
-    let _one = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let provider = provider();
-    preflight(&provider);
-    let (guard, base_port) = new_cluster_dir();
-    let mut options = UpOptions::new(guard.path());
-    options.provider = Some(provider);
-    options.base_port = Some(base_port);
     // The ring holds about 4,000 small write-sets; the budget many times that.
-    options.provider_options =
-        Some("gcache.size=1M; gcache.page_size=1M; gcache.max_disk_bytes=64M".into());
-    let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
-    create_schema(&cluster);
-    commit_write_sets(&cluster, 1, 100);
+    let (_one, guard, cluster) = ist_cluster(
+        Some("gcache.size=1M; gcache.page_size=1M; gcache.max_disk_bytes=64M"),
+        None,
+    );
     cluster.stop_node(3).unwrap();
     commit_write_sets(&cluster, 1, 15_000);
     let donor_log = cluster.error_log_tail(1, 400);

@@ -308,6 +308,14 @@ struct Joining {
 }
 
 impl Joining {
+    /// Everything up to here is in the server or queued for its appliers: the server's
+    /// snapshot, then whatever IST queued after it. A further IST starts after it.
+    fn in_place_upto(&self) -> Seqno {
+        self.received
+            .map_or(Seqno::UNDEFINED, |r| r.seqno)
+            .max(self.transfer.queued_upto)
+    }
+
     fn new(join_seqno: Seqno) -> Joining {
         Joining {
             join_seqno,
@@ -2298,11 +2306,7 @@ impl Dispatcher {
                 && joining.transfer.refusals >= transfer::REFUSALS_BEFORE_GIVING_UP
             {
                 joining.gave_up = true;
-                let from = joining
-                    .received
-                    .map_or(Seqno::UNDEFINED, |r| r.seqno)
-                    .max(joining.transfer.queued_upto)
-                    .next();
+                let from = joining.in_place_upto().next();
                 let message = format!(
                     "no member holds seqno {from} and after in its gcache any more \
                      ({} donors in a row refused): this node cannot catch up by IST and stays \
@@ -2343,10 +2347,7 @@ impl Dispatcher {
                 // The server's snapshot is in place: only IST can bring the rest.
                 joining.ist_only = true;
                 joining.ist_requested_at = Some(Instant::now());
-                let from = joining
-                    .received
-                    .map_or(Seqno::UNDEFINED, |r| r.seqno)
-                    .max(joining.transfer.queued_upto);
+                let from = joining.in_place_upto();
                 drop(inner);
                 transfer::send_state_request(&self.shared, Vec::new(), from);
                 return;
@@ -2443,7 +2444,11 @@ impl Dispatcher {
         payload: &[u8],
     ) {
         let cluster = lock(&self.shared.inner).cluster;
-        let result = lock(&self.shared.cache).record(cluster, seqno, kind, depends_on, payload);
+        let (result, from) = {
+            let mut cache = lock(&self.shared.cache);
+            let result = cache.record(cluster, seqno, kind, depends_on, payload);
+            (result, cache.reach_from())
+        };
         if let Err(error) = result {
             if !self.cache_failed {
                 self.cache_failed = true;
@@ -2451,7 +2456,6 @@ impl Dispatcher {
                 self.shared.app.log(LogLevel::Warning, &message);
             }
         }
-        let from = lock(&self.shared.cache).reach_from();
         if from != self.cached_reported {
             self.cached_reported = from;
             if let Some(runner) = lock(&self.shared.inner).runner.as_ref() {

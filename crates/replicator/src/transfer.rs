@@ -3,7 +3,7 @@
 //! ([`crate::ist`]), and the joiner's receiver, which queues what it receives for the
 //! appliers in order.
 
-use std::io::{BufReader, BufWriter};
+use std::io::{BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -136,7 +136,6 @@ fn send_stream_inner(
     let cut_after = injected_cut();
     while seqno <= header.last {
         if cut_after == Some(sent) {
-            use std::io::Write as _;
             let _ = out.flush();
             return Err(format!(
                 "stream cut after {sent} records ({FAULT_CUT_IST_AFTER} is set)"
@@ -388,8 +387,8 @@ fn wait_for_snapshot(shared: &Shared) -> Result<Seqno, IstError> {
                 reason: "the node is no longer joining".into(),
             });
         };
-        if let Some(received) = joining.received {
-            return Ok(received.seqno.max(joining.transfer.queued_upto));
+        if joining.received.is_some() {
+            return Ok(joining.in_place_upto());
         }
         if inner.closing || !inner.connected || Instant::now() >= deadline {
             return Err(IstError::Truncated {
