@@ -85,6 +85,8 @@ pub struct UpOptions {
     pub sst_method: Option<SstMethod>,
     /// More `wsrep_provider_options` for every node (`key=value; ...`).
     pub provider_options: Option<String>,
+    /// `[sst]` settings for every node (`key=value; ...`).
+    pub sst_options: Option<String>,
     /// Bounds on the waits.
     pub timeouts: Timeouts,
 }
@@ -99,6 +101,7 @@ impl UpOptions {
             base_port: None,
             sst_method: None,
             provider_options: None,
+            sst_options: None,
             timeouts: Timeouts::default(),
         }
     }
@@ -142,6 +145,8 @@ pub struct NodeStatus {
     pub vars: BTreeMap<String, String>,
     /// Why the variables could not be read, for a running node.
     pub error: Option<String>,
+    /// A trireme SST's progress line (bar, bytes, rate, ETA), while one runs.
+    pub sst_progress: Option<String>,
 }
 
 impl NodeStatus {
@@ -237,6 +242,9 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
         if let Some(e) = &row.error {
             out.push_str(&format!("node{}: {e}\n", row.node));
         }
+        if let Some(progress) = &row.sst_progress {
+            out.push_str(&format!("node{}: {progress}\n", row.node));
+        }
     }
     out
 }
@@ -264,6 +272,34 @@ pub fn default_provider() -> Result<PathBuf> {
          --provider /usr/lib/galera/libgalera_smm.so)",
         list.join(" or ")
     )
+}
+
+/// The name of the trireme SST method's program.
+pub const SST_SCRIPT: &str = "wsrep_sst_trireme";
+
+/// The directory holding `wsrep_sst_trireme`: next to the running binary (or one level up
+/// from a test binary in `deps/`), else anywhere on PATH.
+pub fn sst_script_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the running binary's path")?;
+    let mut looked = Vec::new();
+    if let Some(dir) = exe.parent() {
+        looked.push(dir.to_path_buf());
+        if dir.file_name().is_some_and(|n| n == "deps") {
+            if let Some(up) = dir.parent() {
+                looked.push(up.to_path_buf());
+            }
+        }
+    }
+    looked.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    looked
+        .into_iter()
+        .find(|dir| dir.join(SST_SCRIPT).is_file())
+        .ok_or_else(|| {
+            anyhow!(
+                "--sst-method trireme needs {SST_SCRIPT} next to this binary or on PATH: build it \
+                 with `cargo build --release -p sst`"
+            )
+        })
 }
 
 /// Makes `path` absolute without requiring it to exist (and resolves it when it does).
@@ -399,6 +435,17 @@ impl Cluster {
             .collect()
     }
 
+    /// The node's trireme SST progress line, while a transfer runs or for a minute after
+    /// it ended.
+    pub fn sst_progress(&self, node: usize) -> Option<String> {
+        let progress = sst::progress::Progress::read(&sst::progress::progress_path(
+            &self.config.datadir(node),
+        ))?;
+        let running = !matches!(progress.phase.as_str(), "done" | "failed");
+        (running && progress.age_seconds() < 600 || progress.age_seconds() < 60)
+            .then(|| progress.render(30))
+    }
+
     /// The status of one node.
     pub fn node_status(&self, node: usize) -> NodeStatus {
         let pid = self.pid(node);
@@ -409,6 +456,7 @@ impl Cluster {
             suspended,
             vars: BTreeMap::new(),
             error: None,
+            sst_progress: self.sst_progress(node),
         };
         if pid.is_none() || suspended {
             return status;
@@ -586,7 +634,11 @@ impl Cluster {
             sst_method: opts.sst_method.unwrap_or_default(),
             user: root.then(|| SERVER_USER.to_string()),
             provider_options: opts.provider_options.clone().unwrap_or_default(),
+            sst_options: opts.sst_options.clone().unwrap_or_default(),
         };
+        if config.sst_method == SstMethod::Trireme {
+            sst_script_dir()?;
+        }
         config.validate()?;
         for node in 1..=config.nodes {
             check_ports(&config, node)?;
@@ -653,6 +705,11 @@ impl Cluster {
                 "--provider-options",
                 opts.provider_options.clone(),
                 config.provider_options.clone(),
+            ),
+            (
+                "--sst-options",
+                opts.sst_options.clone(),
+                config.sst_options.clone(),
             ),
         ];
         for (flag, given, recorded) in conflicts {
@@ -919,6 +976,12 @@ impl Cluster {
             .arg(MARIADBD)
             .args(&args)
             .current_dir(self.config.node_dir(node));
+        if self.config.sst_method == SstMethod::Trireme {
+            // The server finds `wsrep_sst_<method>` on its PATH.
+            let dir = sst_script_dir()?;
+            let path = std::env::var("PATH").unwrap_or_default();
+            cmd.env("PATH", format!("{}:{path}", dir.display()));
+        }
         let out = sys::run_captured(&mut cmd, Duration::from_secs(30))?;
         let pid: u32 = out.stdout.trim().parse().map_err(|_| {
             anyhow!(
@@ -1171,6 +1234,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             error: None,
+            sst_progress: None,
         }
     }
 

@@ -36,6 +36,9 @@ pub enum SstMethod {
     Rsync,
     /// `wsrep_sst_mariabackup`: streams a hot backup through socat.
     Mariabackup,
+    /// `wsrep_sst_trireme`: a hot backup over parallel checksummed streams, staged and
+    /// swapped in atomically (the `sst` crate).
+    Trireme,
 }
 
 impl SstMethod {
@@ -44,6 +47,7 @@ impl SstMethod {
         match self {
             SstMethod::Rsync => "rsync",
             SstMethod::Mariabackup => "mariabackup",
+            SstMethod::Trireme => "trireme",
         }
     }
 }
@@ -61,7 +65,8 @@ impl FromStr for SstMethod {
         match s {
             "rsync" => Ok(SstMethod::Rsync),
             "mariabackup" => Ok(SstMethod::Mariabackup),
-            other => bail!("unknown SST method {other:?}: use rsync or mariabackup"),
+            "trireme" => Ok(SstMethod::Trireme),
+            other => bail!("unknown SST method {other:?}: use rsync, mariabackup or trireme"),
         }
     }
 }
@@ -127,6 +132,9 @@ pub struct ClusterConfig {
     /// More `wsrep_provider_options` entries (`key=value; ...`) for every node, after the
     /// cluster's own (so they win): for example a small `gcache.size`.
     pub provider_options: String,
+    /// Settings for the `[sst]` group of every node's `my.cnf` (`key=value; ...`), read by
+    /// the SST scripts: for example `parallel=4; rlimit=100M` for the trireme method.
+    pub sst_options: String,
 }
 
 impl ClusterConfig {
@@ -281,7 +289,7 @@ impl ClusterConfig {
             format!("wsrep_sst_receive_address=127.0.0.1:{}", p.sst),
             "wsrep_slave_threads=2".to_string(),
         ];
-        if self.sst_method == SstMethod::Mariabackup {
+        if matches!(self.sst_method, SstMethod::Mariabackup | SstMethod::Trireme) {
             // mariabackup logs into the donor over its socket; root has no password here.
             lines.push("wsrep_sst_auth=root:".to_string());
         }
@@ -291,7 +299,17 @@ impl ClusterConfig {
             format!("socket={}", path(self.socket(node))),
             "user=root".to_string(),
             String::new(),
+            // Last, so that a test or an operator can append settings to it.
+            "[sst]".to_string(),
         ]);
+        lines.extend(
+            self.sst_options
+                .split(';')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from),
+        );
+        lines.push(String::new());
         lines.join("\n")
     }
 
@@ -299,13 +317,15 @@ impl ClusterConfig {
     pub fn to_file_text(&self) -> String {
         format!(
             "# Written by `trireme cluster up`; read by every other `trireme cluster` command.\n\
-             nodes={}\nbase_port={}\nprovider={}\nsst_method={}\nuser={}\nprovider_options={}\n",
+             nodes={}\nbase_port={}\nprovider={}\nsst_method={}\nuser={}\nprovider_options={}\n\
+             sst_options={}\n",
             self.nodes,
             self.base_port,
             self.provider.display(),
             self.sst_method,
             self.user.as_deref().unwrap_or(""),
             self.provider_options,
+            self.sst_options,
         )
     }
 
@@ -317,6 +337,7 @@ impl ClusterConfig {
         let mut sst_method = None;
         let mut user = None;
         let mut provider_options = String::new();
+        let mut sst_options = String::new();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -333,6 +354,7 @@ impl ClusterConfig {
                 "sst_method" => sst_method = Some(value.parse()?),
                 "user" => user = Some((!value.is_empty()).then(|| value.to_string())),
                 "provider_options" => provider_options = value.to_string(),
+                "sst_options" => sst_options = value.to_string(),
                 other => bail!("line {}: unknown key {other:?}", number + 1),
             }
         }
@@ -344,6 +366,7 @@ impl ClusterConfig {
             sst_method: sst_method.ok_or_else(|| anyhow!("missing sst_method="))?,
             user: user.ok_or_else(|| anyhow!("missing user="))?,
             provider_options,
+            sst_options,
         };
         config.validate()?;
         Ok(config)
@@ -384,6 +407,7 @@ mod tests {
             sst_method: SstMethod::Rsync,
             user: Some("trireme".to_string()),
             provider_options: String::new(),
+            sst_options: String::new(),
         }
     }
 
@@ -486,6 +510,18 @@ mod tests {
     }
 
     #[test]
+    fn my_cnf_for_trireme_has_an_sst_group_last() {
+        let mut c = config();
+        c.sst_method = SstMethod::Trireme;
+        c.sst_options = "parallel=3; rlimit=50M".to_string();
+        let cnf = c.render_my_cnf(1);
+        let s = mysqld_settings(&cnf);
+        assert_eq!(get(&s, "wsrep_sst_method"), "trireme");
+        assert_eq!(get(&s, "wsrep_sst_auth"), "root:");
+        assert!(cnf.ends_with("[sst]\nparallel=3\nrlimit=50M\n"), "{cnf}");
+    }
+
+    #[test]
     fn every_address_in_my_cnf_is_on_loopback() {
         let cnf = config().render_my_cnf(3);
         for (i, _) in cnf.match_indices("://").chain(cnf.match_indices("addr")) {
@@ -505,7 +541,8 @@ mod tests {
         for user in [Some("trireme".to_string()), None] {
             let mut c = config();
             c.user = user;
-            c.sst_method = SstMethod::Mariabackup;
+            c.sst_method = SstMethod::Trireme;
+            c.sst_options = "parallel=2".to_string();
             let parsed = ClusterConfig::parse_file_text(&c.dir, &c.to_file_text()).unwrap();
             assert_eq!(parsed, c);
         }

@@ -26,8 +26,9 @@ pub mod grastate;
 mod sys;
 
 pub use cluster::{
-    check_mariadb_installed, default_provider, format_status_table, Cluster, NodeStatus, Signal,
-    Timeouts, UpOptions, INSTALL_DB, MARIADBD, MARIADB_CLIENT, PROVIDER_FILE_NAME,
+    check_mariadb_installed, default_provider, format_status_table, sst_script_dir, Cluster,
+    NodeStatus, Signal, Timeouts, UpOptions, INSTALL_DB, MARIADBD, MARIADB_CLIENT,
+    PROVIDER_FILE_NAME, SST_SCRIPT,
 };
 pub use config::{ClusterConfig, NodePorts, SstMethod};
 pub use grastate::GraState;

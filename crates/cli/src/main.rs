@@ -74,6 +74,9 @@ enum ClusterCommand {
         /// More wsrep_provider_options for every node, e.g. "gcache.size=16M".
         #[arg(long, value_name = "OPTIONS")]
         provider_options: Option<String>,
+        /// Settings for the [sst] group of every my.cnf, e.g. "parallel=4; rlimit=100M".
+        #[arg(long, value_name = "OPTIONS")]
+        sst_options: Option<String>,
         /// Seconds each node may take to become Synced (SST included).
         #[arg(long, default_value_t = 120, value_name = "SECONDS")]
         timeout: u64,
@@ -133,6 +136,7 @@ enum ClusterCommand {
 enum SstArg {
     Rsync,
     Mariabackup,
+    Trireme,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -166,6 +170,7 @@ fn run(cli: Cli) -> Result<()> {
             base_port,
             sst_method,
             provider_options,
+            sst_options,
             timeout,
         } => {
             let mut opts = UpOptions::new(dir.resolve());
@@ -175,8 +180,10 @@ fn run(cli: Cli) -> Result<()> {
             opts.sst_method = sst_method.map(|s| match s {
                 SstArg::Rsync => SstMethod::Rsync,
                 SstArg::Mariabackup => SstMethod::Mariabackup,
+                SstArg::Trireme => SstMethod::Trireme,
             });
             opts.provider_options = provider_options;
+            opts.sst_options = sst_options;
             opts.timeouts.node_start = Duration::from_secs(timeout);
             let cluster = Cluster::up(&opts)?;
             println!(
