@@ -630,6 +630,87 @@ def header(add, meta, names):
     add("")
 
 
+def read_sst(path):
+    """sst.tsv (subject, what, value; one line per figure) as {subject: {what: value}}, in the
+    order the subjects first appear."""
+    figures = {}
+    for line in path.read_text().splitlines()[1:]:
+        cells = line.split("\t")
+        if len(cells) == 3:
+            figures.setdefault(cells[0], {})[cells[1]] = cells[2]
+    return figures
+
+
+def sst_section(add, path, number):
+    """The SST section from bench/scripts/sst_pair.sh's sst.tsv; returns its figures."""
+    figures = read_sst(path)
+    run = figures.get("run", {})
+    methods = [s for s in figures if s not in ("run", "tar", "cp", "ratio")]
+    donor = run.get("donor_pin", "?")
+    add(f"## {number}. Full state transfer (SST) under load")
+    add("")
+    add(f"One fresh 3-node cluster on {provider_name(run.get('provider', '?'))} per SST "
+        f"method, {run.get('tables', '?')} sysbench "
+        f"tables of {run.get('table_size', '?')} rows. Node 3 is stopped and its datadir "
+        "emptied (a brand-new member: no saved position, so no IST), oltp_write_only runs "
+        "on node 1 (4 threads, unthrottled), the page cache is dropped, then node 3 is "
+        "started. Seconds from `trireme cluster start 3` until node 3 is Synced (polled "
+        "every 0.2 s); MB/s = node 1's datadir / those seconds (MB = 10^6 bytes); tps = "
+        "median of node 1's 1-s reports in the 10 s before the start and during the "
+        f"transfer; donor requested: {'any' if donor in ('', 'any') else donor}. "
+        "Checksums: CHECKSUM TABLE of every table on node 3 against node 1 after the load. "
+        "Command: `bench/scripts/sst_pair.sh`.")
+    add("")
+    add("| method | result | seconds to Synced | datadir MB | MB/s | donor | tps before | "
+        "tps during | during/before | checksums equal |")
+    add("|---|---|---:|---:|---:|---|---:|---:|---:|---|")
+    for method in methods:
+        f = figures[method]
+        size = to_float(f.get("datadir_bytes"))
+        add(f"| {method} | {f.get('result', 'n/a')} | "
+            f"{fmt_num(to_float(f.get('sst_seconds')), 2)} | "
+            f"{fmt_num(None if size is None else size / 1e6, 1)} | "
+            f"{fmt_num(to_float(f.get('sst_mb_per_s')), 1)} | {f.get('donor', 'n/a')} | "
+            f"{fmt_num(to_float(f.get('tps_before')), 1)} | "
+            f"{fmt_num(to_float(f.get('tps_during')), 1)} | "
+            f"{fmt_ratio(to_float(f.get('tps_ratio')))} | "
+            f"{f.get('checksums_equal', 'n/a')} |")
+    add("")
+    copies = [m for m in methods if "copy_mb_per_s" in figures[m]]
+    for method in copies:
+        f = figures[method]
+        add(f"{method}'s joiner logged its data copy: {f.get('copy_bytes', '?')} bytes in "
+            f"{f.get('copy_seconds', '?')} s ({fmt_num(to_float(f['copy_mb_per_s']), 1)} MB/s).")
+        add("")
+    ceilings = [c for c in ("tar", "cp") if c in figures]
+    if ceilings:
+        add("The I/O ceiling on the same data: node 2's datadir (node 2 cleanly stopped) "
+            "copied from a cold page cache by `tar -cf - . | tar -xf -` and by `cp -r`; "
+            "MB/s over the time until the command returned.")
+        add("")
+        add("| copy | MB | seconds | MB/s | seconds with the final sync |")
+        add("|---|---:|---:|---:|---:|")
+        for name in ceilings:
+            f = figures[name]
+            size = to_float(f.get("bytes"))
+            add(f"| `{name}` | {fmt_num(None if size is None else size / 1e6, 1)} | "
+                f"{fmt_num(to_float(f.get('seconds')), 2)} | "
+                f"{fmt_num(to_float(f.get('mb_per_s')), 1)} | "
+                f"{fmt_num(to_float(f.get('seconds_synced')), 2)} |")
+        add("")
+    labels = {
+        "rsync_over_trireme_seconds": "rsync seconds / trireme seconds",
+        "mariabackup_over_trireme_seconds": "mariabackup seconds / trireme seconds",
+        "trireme_copy_over_tar_rate": "trireme data-copy MB/s / tar MB/s",
+    }
+    ratios = figures.get("ratio", {})
+    if ratios:
+        add("Ratios: " + "; ".join(f"{labels.get(k, k)} {fmt_ratio(to_float(v))}"
+                                   for k, v in ratios.items()) + ".")
+        add("")
+    return figures
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: report.py OUT")
@@ -826,11 +907,16 @@ def main():
         add("")
         results["ist"] = ist_results
 
-    add("## 6. To come")
+    number = 6
+    sst_tsv = out / "sst.tsv"
+    if sst_tsv.is_file():
+        results["sst"] = sst_section(add, sst_tsv, number)
+        number += 1
+
+    add(f"## {number}. To come")
     add("")
-    add("Full state transfer (SST) under load and streaming replication of large "
-        "transactions are not measured yet: they depend on provider features that other "
-        "issues track, and will be added here as scenarios.")
+    add("Streaming replication of large transactions is not measured yet: it depends on "
+        "provider features that other issues track, and will be added here as a scenario.")
     add("")
 
     # Command lines and configuration

@@ -290,7 +290,9 @@ pub fn sst_script_dir() -> Result<PathBuf> {
             }
         }
     }
-    looked.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    looked.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     looked
         .into_iter()
         .find(|dir| dir.join(SST_SCRIPT).is_file())

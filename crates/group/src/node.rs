@@ -755,6 +755,31 @@ impl GroupNode {
             return;
         }
         if self.is_leader() {
+            // A process now listening at a member's address proves that member's process is
+            // gone (a restart, a crash loop): remove it before adding the new one, or every
+            // quick restart would grow the configuration by a dead member until the living
+            // ones no longer make a quorum.
+            let earlier: Vec<u64> = self
+                .state
+                .members
+                .values()
+                .filter(|m| m.info.address == info.address && m.info.raft_id != info.raft_id)
+                .map(|m| m.info.raft_id)
+                .collect();
+            for old in earlier {
+                let queued = self
+                    .conf_queue
+                    .iter()
+                    .any(|op| matches!(op, ConfOp::Remove(queued) if *queued == old));
+                if !queued {
+                    tracing::info!(
+                        member = old,
+                        address = %info.address,
+                        "a new process joins from this member's address: removing the old one"
+                    );
+                    self.conf_queue.push_back(ConfOp::Remove(old));
+                }
+            }
             let queued = self
                 .conf_queue
                 .iter()

@@ -134,7 +134,23 @@ impl GroupState {
         }
         let mut candidates = listed.clone();
         if any_other {
-            candidates.extend(self.members.keys().filter(|id| !listed.contains(id)));
+            // Among the members nobody named, those serving no client writes come first:
+            // a donor's snapshot competes with its clients for disk and CPU.
+            let serves_clients = |id: &u64| {
+                self.members.get(id).is_some_and(|m| {
+                    self.last_write.get(&m.info.uuid).is_some_and(|s| {
+                        s.is_defined() && self.last_seqno.0 - s.0 < CLIENT_WRITES_WINDOW
+                    })
+                })
+            };
+            let mut others: Vec<u64> = self
+                .members
+                .keys()
+                .filter(|id| !listed.contains(id))
+                .copied()
+                .collect();
+            others.sort_by_key(serves_clients);
+            candidates.extend(others);
         }
         if request.ist_from.is_defined() {
             let holds_gap = |id: &u64| {
@@ -238,7 +254,14 @@ pub struct GroupState {
     pub cached_from: BTreeMap<u64, Seqno>,
     /// The last state request ordered for each member (its `request_id`).
     pub state_requests: BTreeMap<u64, u64>,
+    /// The seqno of each member's latest write-set, by member UUID: who serves client
+    /// writes, so that donor selection can spare those members.
+    pub last_write: BTreeMap<Uuid, Seqno>,
 }
+
+/// A member whose latest write-set is more than this many seqnos old serves no client
+/// writes, as far as donor selection is concerned.
+pub const CLIENT_WRITES_WINDOW: i64 = 1000;
 
 impl GroupState {
     /// The state of a new cluster whose only member is `founder`.
@@ -263,6 +286,7 @@ impl GroupState {
             safe_seqno: Seqno::UNDEFINED,
             cached_from: BTreeMap::new(),
             state_requests: BTreeMap::new(),
+            last_write: BTreeMap::new(),
         }
     }
 
@@ -279,6 +303,7 @@ impl GroupState {
             safe_seqno: Seqno::UNDEFINED,
             cached_from: BTreeMap::new(),
             state_requests: BTreeMap::new(),
+            last_write: BTreeMap::new(),
         }
     }
 
@@ -312,7 +337,9 @@ impl GroupState {
         if !window.insert(submission.submit_id) {
             return None;
         }
-        Some(self.next_seqno())
+        let seqno = self.next_seqno();
+        self.last_write.insert(submission.origin, seqno);
+        Some(seqno)
     }
 
     /// Applies a control action. Flow control from a member in DONOR/DESYNCED (or any state
@@ -377,6 +404,7 @@ impl GroupState {
     pub fn remove_member(&mut self, raft_id: u64) {
         if let Some(record) = self.members.remove(&raft_id) {
             self.dedup.remove(&record.info.uuid);
+            self.last_write.remove(&record.info.uuid);
         }
         self.paused_by.remove(&raft_id);
         self.committed.remove(&raft_id);
@@ -565,6 +593,57 @@ mod tests {
         assert!(
             !state.cached_from.contains_key(&2),
             "a leaver's cache is forgotten"
+        );
+    }
+
+    #[test]
+    fn the_donor_is_a_member_without_client_writes_unless_one_is_named() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+        for id in [2, 3] {
+            state.add_member(info(id));
+            state.members.get_mut(&id).unwrap().state = NodeState::Synced;
+        }
+        let write = |state: &mut GroupState, id: u8, n: u64| {
+            state.order_submission(&Submission {
+                origin: Uuid([id; 16]),
+                submit_id: n,
+                payload: vec![],
+            })
+        };
+        for n in 1..=10 {
+            write(&mut state, 1, n).unwrap();
+            write(&mut state, 2, n).unwrap();
+        }
+        let request = |names: &str| StateRequest {
+            joiner: 4,
+            request_id: 1,
+            donor_names: names.to_string(),
+            sst_request: vec![],
+            ist_from: Seqno::UNDEFINED,
+            ist_address: String::new(),
+        };
+        assert_eq!(
+            state.select_donor(&request("")),
+            Ok(3),
+            "n3 serves no writes"
+        );
+        assert_eq!(
+            state.select_donor(&request("n1,")),
+            Ok(1),
+            "a named donor comes first"
+        );
+        for n in 11..=(10 + CLIENT_WRITES_WINDOW as u64) {
+            write(&mut state, 3, n).unwrap();
+        }
+        assert_eq!(
+            state.select_donor(&request("")),
+            Ok(1),
+            "n1 and n2 wrote nothing for a window's worth of seqnos; n3 now serves writes"
+        );
+        state.remove_member(3);
+        assert!(
+            !state.last_write.contains_key(&Uuid([3; 16])),
+            "a leaver is forgotten"
         );
     }
 

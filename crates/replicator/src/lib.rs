@@ -179,6 +179,16 @@ pub enum ReplicatorError {
     /// The node is not part of a primary component (or not connected at all).
     #[error("not connected to a primary component")]
     NotConnected,
+    /// The server failed to receive its snapshot: the node cannot go on without state
+    /// (Galera stops the server here too).
+    #[error(
+        "state transfer failed (code {rcode}): this node cannot continue without the \
+         cluster's state; fix the cause named above and restart it"
+    )]
+    StateTransferFailed {
+        /// The server's error code (a negative errno).
+        rcode: i32,
+    },
     /// A `gcomm://` address that does not parse.
     #[error("bad cluster address {0:?}: expected gcomm://host:port[,host:port...]")]
     BadClusterAddress(String),
@@ -916,6 +926,11 @@ impl Replicator {
         let Some(joining) = inner.joining.as_mut() else {
             return Err(ReplicatorError::NotConnected);
         };
+        if rcode != 0 && !joining.ist_only {
+            // The server's snapshot script failed: no state will come from it, and asking
+            // again cannot restart the server's receiving side.
+            return Err(ReplicatorError::StateTransferFailed { rcode });
+        }
         if rcode != 0 || state.cluster != cluster || !state.seqno.is_defined() {
             drop(inner);
             let message = format!(

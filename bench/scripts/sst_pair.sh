@@ -1,0 +1,387 @@
+#!/usr/bin/env bash
+# Full state transfer (SST) under load, one SST method after another, in one run on this
+# machine. For each method: a fresh 3-node cluster (on Trireme unless SST_PROVIDER says
+# otherwise) with that wsrep_sst_method, the sysbench tables prepared on node 1, node 3
+# stopped and its datadir emptied, then oltp_write_only (4 threads, unthrottled) on node 1
+# while node 3 is started again and has to receive the whole datadir. Timed from `trireme
+# cluster start 3` until node 3 reports Synced (polled every 0.2 s); sysbench's 1-s reports
+# give node 1's tps in the 10 s before the start and during the transfer; CHECKSUM TABLE then
+# compares node 3 with node 1. Once, in the first cluster, node 2 is stopped and its datadir
+# copied with tar and with cp: what the disk does here with no database in between, the
+# ceiling a transfer could reach.
+#
+#   bench/scripts/sst_pair.sh [tables=8] [table_size=1000000] [methods="trireme rsync mariabackup"]
+#
+#   SST_PROVIDER   provider library (default target/release/libtrireme.so)
+#   SST_PORT       base port of the first method's cluster (default 28300); the i-th method
+#                  (from 0) uses SST_PORT + 200 i, so no cluster reuses the previous one's ports
+#   SST_DONOR      wsrep_sst_donor of node 3 (default node1, the loaded node, so that every
+#                  method is measured with the same donor; empty: the group picks)
+#   SST_TIMEOUT    seconds node 3 may take to become Synced (default 1800)
+#
+# Raw figures go to $TRIREME_BENCH_OUT (default bench-out)/sst.tsv, one line per measured
+# thing (subject, what, value; MB = 10^6 bytes), sysbench's output to sst-load-METHOD.txt, the
+# tool output to sst-METHOD.log and the three error logs from the start of node 3 on to
+# sst-METHOD-errorlogs.txt; a summary goes to stdout. Exits 1 if a method failed or its
+# checksums differed.
+#
+# Time: on a 2-core machine (64 MB buffer pool, three servers applying) prepare took 31 s for
+# 1 table of 1M rows and 49 s for 2 (two at a time); each 1M-row table adds about 235 MB to
+# a 156 MB empty datadir. The default 8 x 1M rows (about 2 GB) so takes 3-4 minutes per
+# method to prepare, 10-12 minutes for the three clusters, before the transfers (about a
+# minute each at 20-35 MB/s) and two CHECKSUM TABLE passes per method.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tables=${1:-8}; table_size=${2:-1000000}; methods=${3:-"trireme rsync mariabackup"}
+target=${CARGO_TARGET_DIR:-target}
+[[ $target == /* ]] || target=$PWD/$target
+trireme=$target/release/trireme
+provider=${SST_PROVIDER:-$target/release/libtrireme.so}
+base_port=${SST_PORT:-28300}
+donor_pin=${SST_DONOR-node1}
+limit=${SST_TIMEOUT:-1800}
+# The trireme method runs wsrep_sst_trireme, which `trireme cluster` finds next to itself;
+# it is the `sst` package's binary, which building cli alone does not produce.
+packages=(-p provider -p cli)
+if [[ " $methods " == *" trireme "* ]] && [ -f crates/sst/Cargo.toml ]; then packages+=(-p sst); fi
+cargo build --release --quiet "${packages[@]}"
+command -v sysbench >/dev/null || apt-get install -y sysbench >/dev/null
+if [[ " $methods " == *" mariabackup "* ]]; then
+  command -v mariadb-backup >/dev/null || apt-get install -y mariadb-backup >/dev/null
+fi
+out=${TRIREME_BENCH_OUT:-bench-out}
+mkdir -p "$out"
+tsv=$out/sst.tsv
+printf 'subject\twhat\tvalue\n' > "$tsv"
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$tsv"; }
+record run tables "$tables"
+record run table_size "$table_size"
+record run donor_pin "${donor_pin:-any}"
+record run provider "$provider"
+
+now() { date +%s.%N; }
+seconds_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+# MB/s of $1 bytes in $2 seconds; nan when there is no time to divide by.
+mb_per_s() {
+  awk -v b="$1" -v s="$2" 'BEGIN { if (s + 0 > 0) printf "%.1f", b / 1e6 / s; else print "nan" }'
+}
+# $1 / $2 with two decimals, or nan.
+ratio_of() {
+  awk -v a="$1" -v b="$2" \
+    'BEGIN { if (a != "nan" && b != "nan" && b + 0 > 0) printf "%.2f", a / b; else print "nan" }'
+}
+status_of() { # socket variable
+  { timeout 5 mariadb --no-defaults -S "$1" -uroot -N -B -e "SHOW STATUS LIKE '$2'" \
+      2>/dev/null | cut -f2; } || true
+}
+
+# Every copy and every transfer starts with a cold page cache: what the donor reads comes
+# from the disk, for each method alike (sync first, so that dirty pages are written and
+# dropped too). Needs root; `cold` in sst.tsv says whether it worked.
+cold=no
+drop_caches() {
+  sync
+  if { echo 3 > /proc/sys/vm/drop_caches; } 2>/dev/null; then cold=yes; else cold=no; fi
+}
+
+# What is running, stopped and removed on any exit (also when interrupted).
+current=""; load_pid=""; starter_pid=""
+stop_pid() { # pid: SIGTERM, up to 10 s, then SIGKILL; only for our own children
+  local pid=$1 i
+  kill "$pid" 2>/dev/null || true
+  for i in $(seq 1 50); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+finish() {
+  if [ -n "$load_pid" ]; then stop_pid "$load_pid"; load_pid=""; fi
+  if [ -n "$starter_pid" ]; then stop_pid "$starter_pid"; starter_pid=""; fi
+  if [ -n "$current" ]; then
+    timeout 300 "$trireme" cluster down --dir "$current/c" >/dev/null 2>&1 || true
+    # A server the tool lost track of (say, killed while starting it) is found by its own
+    # my.cnf path, which only this run's servers have, and stopped by pid.
+    local pid
+    for pid in $(pgrep -f -- "--defaults-file=$current/c/node[0-9]/my.cnf" || true); do
+      kill -KILL "$pid" 2>/dev/null || true
+    done
+    rm -rf "$current"
+    current=""
+  fi
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Median tps of the sysbench report lines ("[ 12s ] thds: 4 tps: 385.88 ...") whose second
+# is in (lo, hi]; nan when none is.
+tps_median() { # file lo hi
+  awk -v lo="$2" -v hi="$3" '$1 == "[" && $3 == "]" {
+      s = $2; sub(/s$/, "", s)
+      if (s + 0 > lo + 0 && s + 0 <= hi + 0)
+        for (i = 4; i < NF; i++) if ($i == "tps:") print $(i + 1)
+    }' "$1" | sort -g | awk '{ v[NR] = $1 }
+    END { if (NR == 0) print "nan"
+          else if (NR % 2) printf "%.1f\n", v[(NR + 1) / 2]
+          else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# Copies node 2's datadir (node 2 cleanly stopped) with `tar | tar` and with `cp -r`, each from
+# a cold page cache. "seconds" ends when the command returns (the data may still sit in the
+# page cache, as after an SST); "seconds_synced" also includes the sync that writes it out.
+copy_ceilings() { # cluster dir
+  local c=$1/c bytes t0 t1 t2 how
+  step "$trireme" cluster stop 2 --dir "$c" || return 1
+  bytes=$(du -sb "$c/node2/data" | cut -f1)
+  for how in tar cp; do
+    rm -rf "$1/copy"
+    drop_caches
+    t0=$(now)
+    if [ "$how" = tar ]; then
+      mkdir "$1/copy"
+      tar -C "$c/node2/data" -cf - . | tar -C "$1/copy" -xf - || return 1
+    else
+      cp -r "$c/node2/data" "$1/copy" || return 1
+    fi
+    t1=$(now)
+    sync
+    t2=$(now)
+    record "$how" bytes "$bytes"
+    record "$how" seconds "$(seconds_between "$t0" "$t1")"
+    record "$how" seconds_synced "$(seconds_between "$t0" "$t2")"
+    record "$how" mb_per_s "$(mb_per_s "$bytes" "$(seconds_between "$t0" "$t1")")"
+    record "$how" cold "$cold"
+    rm -rf "$1/copy"
+  done
+}
+
+# Runs a command with its output into the method's log; on failure says which and returns 1
+# (run_method runs under `||`, where set -e does not act, so every step is checked).
+step() {
+  "$@" >>"$log" 2>&1 && return 0
+  echo "failed: $* (see $log)" >&2
+  return 1
+}
+
+# The CHECKSUM TABLE values of `list`'s tables on a node, once it has applied everything
+# ordered before the SELECT (wsrep_sync_wait=1).
+checksums() { # socket list
+  timeout 1200 mariadb --no-defaults -S "$1" -uroot -N -B -e \
+    "SET SESSION wsrep_sync_wait=1; SELECT 1 FROM sbtest.sbtest1 LIMIT 1; CHECKSUM TABLE $2" \
+    | awk -F'\t' 'NF == 2 { print $2 }' | tr '\n' ' '
+}
+
+failed=0
+ceilings_done=0
+log=/dev/null
+run_method() { # method port
+  local method=$1 port=$2 dir c
+  dir=$(mktemp -d /tmp/trireme-sst-bench-XXXXXX)
+  chmod 755 "$dir"
+  current=$dir
+  c=$dir/c
+  log=$out/sst-$method.log
+  : > "$log"
+  echo "$method: 3-node cluster in $c, base port $port" >&2
+  if ! step "$trireme" cluster up --nodes 3 --dir "$c" --provider "$provider" \
+      --base-port "$port" --sst-method "$method"; then
+    tail -n 5 "$log" >&2
+    record "$method" result "cluster up failed"
+    return 1
+  fi
+  if [ -n "$donor_pin" ]; then
+    sed -i "s/^wsrep_sst_method=.*/&\nwsrep_sst_donor=$donor_pin/" "$c/node3/my.cnf"
+  fi
+  step "$trireme" cluster sql 1 "CREATE DATABASE sbtest" --dir "$c" || return 1
+  local common=(--db-driver=mysql --mysql-user=root --mysql-db=sbtest --tables="$tables"
+                --table-size="$table_size" --mysql-socket="$c/node1/mysqld.sock")
+  local t0 t1
+  t0=$(now)
+  step sysbench oltp_write_only "${common[@]}" --threads=2 prepare || return 1
+  t1=$(now)
+  local bytes
+  bytes=$(du -sb "$c/node1/data" | cut -f1)
+  record "$method" prepare_seconds "$(seconds_between "$t0" "$t1")"
+  record "$method" datadir_bytes "$bytes"
+  echo "$method: prepared $tables x $table_size rows in $(seconds_between "$t0" "$t1") s," \
+    "node 1's datadir $bytes bytes" >&2
+
+  # Forcing a full SST: node 3 becomes a brand-new member. Its datadir is emptied but kept
+  # (owner trireme, mode 0750), exactly the state `trireme cluster up` leaves nodes 2 and 3
+  # in before they first join: no grastate.dat, so no saved position (IST is impossible and
+  # `cluster start` runs no --wsrep-recover), no gcache, no tables. The server starts on an
+  # empty datadir as those nodes did; only a full transfer can give it the data.
+  step "$trireme" cluster stop 3 --dir "$c" || return 1
+  find "$c/node3/data" -mindepth 1 -delete
+
+  local load_out=$out/sst-load-$method.txt t_load
+  t_load=$(now)
+  # Bounded by --time (the whole wait for node 3 and some slack), stopped by pid once node 3
+  # is Synced. stdbuf: every report line reaches the file at once, also when killed.
+  stdbuf -oL sysbench oltp_write_only "${common[@]}" --threads=4 --rate=0 \
+    --time=$(( limit + 120 )) --report-interval=1 --mysql-ignore-errors=1213,1205 run \
+    > "$load_out" 2>&1 &
+  load_pid=$!
+  sleep 10
+  if ! kill -0 "$load_pid" 2>/dev/null; then
+    echo "$method: sysbench stopped early; see $load_out" >&2
+    record "$method" result "load failed"
+    return 1
+  fi
+  local t_before n
+  t_before=$(now)
+  local s_before
+  s_before=$(seconds_between "$t_load" "$t_before")
+  local log_from=()
+  for n in 1 2 3; do log_from[n]=$(wc -l < "$c/node$n/error.log"); done
+  drop_caches
+  record "$method" cold "$cold"
+
+  local t_start t_end="" result=timeout donor="" state rc deadline
+  t_start=$(now)
+  "$trireme" cluster start 3 --dir "$c" --timeout "$limit" >>"$log" 2>&1 &
+  starter_pid=$!
+  deadline=$(( $(date +%s) + limit + 30 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    state=$(status_of "$c/node3/mysqld.sock" wsrep_local_state_comment)
+    if [ "$state" = Synced ]; then t_end=$(now); result=synced; break; fi
+    # The donor shows Donor/Desynced for as long as it serves the transfer.
+    if [ -z "$donor" ]; then
+      for n in 1 2; do
+        case $(status_of "$c/node$n/mysqld.sock" wsrep_local_state_comment) in
+          Donor*) donor=node$n ;;
+        esac
+      done
+    fi
+    # `cluster start` returns 0 once node 3 is Synced (seen on the next round) or fails.
+    if [ -n "$starter_pid" ] && ! kill -0 "$starter_pid" 2>/dev/null; then
+      rc=0; wait "$starter_pid" || rc=$?
+      starter_pid=""
+      if [ "$rc" -ne 0 ]; then result=failed; break; fi
+    fi
+    sleep 0.2
+  done
+  stop_pid "$load_pid"
+  load_pid=""
+  if [ -n "$starter_pid" ]; then
+    if [ "$result" = synced ]; then wait "$starter_pid" || true; else stop_pid "$starter_pid"; fi
+    starter_pid=""
+  fi
+  {
+    for n in 1 2 3; do
+      echo "==== node$n error.log from the start of node 3 on"
+      tail -n +"$(( log_from[n] + 1 ))" "$c/node$n/error.log"
+    done
+  } > "$out/sst-$method-errorlogs.txt"
+  if [ -z "$donor" ]; then
+    # Missed by the polls (a very short transfer): the server runs its SST script as donor
+    # with "--role 'donor'" and logs that command line.
+    for n in 1 2; do
+      tail -n +"$(( log_from[n] + 1 ))" "$c/node$n/error.log" | grep -q "role 'donor'" \
+        && donor=node$n
+    done
+  fi
+
+  local sst_seconds=nan before during joiner_bytes=nan equal=n/a
+  [ "$result" = synced ] && sst_seconds=$(seconds_between "$t_start" "$t_end")
+  before=$(tps_median "$load_out" "$(awk -v s="$s_before" 'BEGIN { print s - 10 }')" \
+    "$s_before")
+  during=$(tps_median "$load_out" "$(seconds_between "$t_load" "$t_start")" \
+    "$(seconds_between "$t_load" "${t_end:-$(now)}")")
+  record "$method" result "$result"
+  record "$method" sst_seconds "$sst_seconds"
+  record "$method" sst_mb_per_s "$(mb_per_s "$bytes" "$sst_seconds")"
+  record "$method" donor "${donor:-unknown}"
+  record "$method" tps_before "$before"
+  record "$method" tps_during "$during"
+  record "$method" tps_ratio "$(ratio_of "$during" "$before")"
+
+  if [ "$result" = synced ]; then
+    local list="" i sums1 sums3
+    for i in $(seq 1 "$tables"); do list+="sbtest.sbtest$i,"; done
+    sums1=$(checksums "$c/node1/mysqld.sock" "${list%,}" || true)
+    sums3=$(checksums "$c/node3/mysqld.sock" "${list%,}" || true)
+    if [ -n "$sums1" ] && [ "$sums1" = "$sums3" ]; then equal=yes; else equal=no; fi
+    joiner_bytes=$(du -sb "$c/node3/data" | cut -f1)
+  else
+    echo "$method: node 3 did not become Synced ($result); last lines of its error log:" >&2
+    tail -n 15 "$c/node3/error.log" >&2 || true
+  fi
+  record "$method" checksums_equal "$equal"
+  record "$method" joiner_bytes "$joiner_bytes"
+  # The trireme method's joiner logs its data-copy phase as "copied <bytes> bytes in <s> s".
+  local copied
+  copied=$(tail -n +"$(( log_from[3] + 1 ))" "$c/node3/error.log" \
+    | grep -o 'copied [0-9]* bytes in [0-9.]* s' | tail -n 1 || true)
+  if [ -n "$copied" ]; then
+    local copy_bytes copy_seconds
+    copy_bytes=$(echo "$copied" | awk '{ print $2 }')
+    copy_seconds=$(echo "$copied" | awk '{ print $5 }')
+    record "$method" copy_bytes "$copy_bytes"
+    record "$method" copy_seconds "$copy_seconds"
+    record "$method" copy_mb_per_s "$(mb_per_s "$copy_bytes" "$copy_seconds")"
+  fi
+  echo "$method: $result, SST $sst_seconds s, donor ${donor:-unknown}, tps $before -> $during," \
+    "checksums equal: $equal" >&2
+
+  if [ "$result" = synced ] && [ "$ceilings_done" = 0 ]; then
+    copy_ceilings "$dir" || return 1
+    ceilings_done=1
+  fi
+  [ "$result" = synced ] && [ "$equal" = yes ]
+}
+
+i=0
+for method in $methods; do
+  run_method "$method" $(( base_port + 200 * i )) || failed=1
+  finish
+  i=$(( i + 1 ))
+done
+
+# The value of one figure from sst.tsv, or nan.
+value() {
+  awk -F'\t' -v s="$1" -v w="$2" '$1 == s && $2 == w { v = $3 }
+    END { print (v == "" ? "nan" : v) }' "$tsv"
+}
+# Bytes as MB with one decimal.
+mb() { awk -v b="$1" 'BEGIN { if (b == "nan") print b; else printf "%.1f", b / 1e6 }'; }
+for method in rsync mariabackup; do
+  if [[ " $methods " == *" $method "* && " $methods " == *" trireme "* ]]; then
+    record ratio "${method}_over_trireme_seconds" \
+      "$(ratio_of "$(value "$method" sst_seconds)" "$(value trireme sst_seconds)")"
+  fi
+done
+if [ "$(value trireme copy_mb_per_s)" != nan ]; then
+  record ratio trireme_copy_over_tar_rate \
+    "$(ratio_of "$(value trireme copy_mb_per_s)" "$(value tar mb_per_s)")"
+fi
+
+echo "SST under load: $tables tables x $table_size rows, oltp_write_only 4 threads on node 1," \
+  "donor requested: ${donor_pin:-any}"
+printf '%-12s %9s %10s %8s %7s %6s %10s %10s %6s %9s %5s\n' method prepare_s datadir_MB sst_s \
+  MB/s donor tps_before tps_during ratio checksums cold
+for method in $methods; do
+  printf '%-12s %9s %10s %8s %7s %6s %10s %10s %6s %9s %5s\n' "$method" \
+    "$(value "$method" prepare_seconds)" \
+    "$(mb "$(value "$method" datadir_bytes)")" \
+    "$(value "$method" sst_seconds)" "$(value "$method" sst_mb_per_s)" \
+    "$(value "$method" donor)" "$(value "$method" tps_before)" \
+    "$(value "$method" tps_during)" "$(value "$method" tps_ratio)" \
+    "$(value "$method" checksums_equal)" "$(value "$method" cold)"
+done
+if [ "$(value trireme copy_mb_per_s)" != nan ]; then
+  echo "trireme data copy (joiner's log): $(value trireme copy_bytes) bytes in" \
+    "$(value trireme copy_seconds) s, $(value trireme copy_mb_per_s) MB/s"
+fi
+echo "I/O ceilings (node 2's datadir, cold cache):"
+for how in tar cp; do
+  printf '  %-4s %s bytes  %s s  %s MB/s  (%s s with the final sync)\n' "$how" \
+    "$(value "$how" bytes)" "$(value "$how" seconds)" "$(value "$how" mb_per_s)" \
+    "$(value "$how" seconds_synced)"
+done
+echo "ratios:"
+awk -F'\t' '$1 == "ratio" { printf "  %s: %s\n", $2, $3; n++ }
+  END { if (!n) print "  (none: they need a trireme run)" }' "$tsv"
+exit "$failed"
