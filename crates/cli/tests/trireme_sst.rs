@@ -333,7 +333,12 @@ fn trireme_sst_hot_resumable_checked_and_preflighted() {
             }
         }
         let from = log_lines(&cluster, 3);
+        let started = Instant::now();
         let outcome = cluster.start_node(3);
+        eprintln!(
+            "preflight case {case}: node 3 stopped after {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         let log = log_since(&cluster, 3, from);
         assert!(outcome.is_err(), "{case}: node 3 must not start");
         assert!(

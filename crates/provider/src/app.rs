@@ -248,6 +248,14 @@ impl Application for ServerApp {
         };
         self.log_raw(level, message);
     }
+
+    fn fatal(&self, message: &str) {
+        // Galera aborts the server here. Exit instead: the cause is already in the log and
+        // a core dump adds nothing; before the storage engines start (rsync, mariabackup,
+        // trireme SST) there is nothing to flush either.
+        self.log_raw(WSREP_LOG_FATAL, message);
+        std::process::exit(1);
+    }
 }
 
 /// The array `stats_get` returns, with the strings it points into.

@@ -755,13 +755,6 @@ unsafe extern "C" fn sst_received(
         // SAFETY: checked non-null.
         match replicator.sst_received(from_c_gtid(unsafe { &*state_id }), rcode) {
             Ok(()) => WSREP_OK,
-            Err(error @ replicator::ReplicatorError::StateTransferFailed { .. }) => {
-                // As Galera does: a joiner whose snapshot failed stops (the server would
-                // otherwise wait for a state that never comes). Exit, not abort: the cause
-                // is already in the log, a core dump adds nothing.
-                instance.log(WSREP_LOG_FATAL, &error.to_string());
-                std::process::exit(1)
-            }
             Err(_) => WSREP_CONN_FAIL,
         }
     })

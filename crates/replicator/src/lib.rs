@@ -127,6 +127,11 @@ pub trait Application: Send + Sync {
     fn sst_donate(&self, recv: RecvContext, request: &[u8], state: Gtid, bypass: bool) -> bool;
     /// A log line for the server's error log.
     fn log(&self, level: LogLevel, message: &str);
+    /// The node cannot go on (its state transfer failed): stop the server, as Galera
+    /// does. The default only logs, for embedders that stop on their own.
+    fn fatal(&self, message: &str) {
+        self.log(LogLevel::Error, message);
+    }
 }
 
 /// Severity of a log line.
@@ -820,9 +825,9 @@ impl Replicator {
     fn request_state(&self) -> bool {
         let shared = &self.shared;
         let Some(sst_request) = shared.app.sst_request() else {
-            shared.app.log(
-                LogLevel::Error,
-                "the server could not prepare a state transfer",
+            shared.app.fatal(
+                "the server could not prepare a state transfer (see its error above): this \
+                 node cannot join without one; fix the cause and restart it",
             );
             return false;
         };
@@ -929,7 +934,10 @@ impl Replicator {
         if rcode != 0 && !joining.ist_only {
             // The server's snapshot script failed: no state will come from it, and asking
             // again cannot restart the server's receiving side.
-            return Err(ReplicatorError::StateTransferFailed { rcode });
+            drop(inner);
+            let error = ReplicatorError::StateTransferFailed { rcode };
+            self.shared.app.fatal(&error.to_string());
+            return Err(error);
         }
         if rcode != 0 || state.cluster != cluster || !state.seqno.is_defined() {
             drop(inner);

@@ -106,10 +106,10 @@ impl Args {
                 "--binlog" | "--log-bin" => args.binlog = (!value.is_empty()).then_some(value),
                 "--innodb-data-home-dir"
                 | "--innodb-log-group-home-dir"
-                | "--innodb-undo-directory" => {
-                    if !value.is_empty() {
-                        args.separate_innodb_dirs.push(format!("{key}={value}"));
-                    }
+                | "--innodb-undo-directory"
+                    if !value.is_empty() =>
+                {
+                    args.separate_innodb_dirs.push(format!("{key}={value}"));
                 }
                 _ => {} // --progress, --host, --port, --local-port, ...: not needed here
             }

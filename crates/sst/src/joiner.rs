@@ -69,7 +69,7 @@ pub fn backup_tool_version(tool: &str) -> Result<String, SstError> {
 fn local_server_release(parent: Option<u32>) -> Option<String> {
     let binary = parent
         .and_then(|pid| fs::read_link(format!("/proc/{pid}/exe")).ok())
-        .map_or_else(|| PathBuf::from("mariadbd"), |p| p);
+        .unwrap_or_else(|| PathBuf::from("mariadbd"));
     let out = Command::new(binary).arg("--version").output().ok()?;
     release_of(&String::from_utf8_lossy(&out.stdout))
 }

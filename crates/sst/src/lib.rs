@@ -29,6 +29,9 @@
 //! donor but does not re-send). The old datadir stays untouched until the prepared snapshot
 //! replaces its entries by renames (see [`swap`]).
 
+// An I/O shell like `transport`: it runs processes, threads, sockets and the wall clock.
+#![allow(clippy::disallowed_methods)]
+
 pub mod config;
 pub mod donor;
 pub mod frame;

@@ -5,6 +5,8 @@
 //! Everything else goes to stderr, which the server copies into its error log. The exit
 //! code is an errno value, as the server reports it.
 
+#![allow(clippy::disallowed_methods)] // an I/O shell: processes, threads, the clock
+
 use std::process::ExitCode;
 
 use sst::config::{Args, Role, Settings};
