@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
 # Full state transfer (SST) under load, one SST method after another, in one run on this
-# machine. For each method: a fresh 3-node cluster (on Trireme unless SST_PROVIDER says
-# otherwise) with that wsrep_sst_method, the sysbench tables prepared on node 1, node 3
-# stopped and its datadir emptied, then oltp_write_only (4 threads, unthrottled) on node 1
-# while node 3 is started again and has to receive the whole datadir. Timed from `trireme
+# machine. One 3-node cluster (on Trireme unless SST_PROVIDER says otherwise), the sysbench
+# tables prepared once on node 1; for each method, wsrep_sst_method is switched, node 3 is
+# stopped and its datadir emptied, then oltp_write_only (4 threads, unthrottled) runs on
+# node 1 while node 3 is started again and has to receive the whole datadir. Timed from `trireme
 # cluster start 3` until node 3 reports Synced (polled every 0.2 s); sysbench's 1-s reports
 # give node 1's tps in the 10 s before the start and during the transfer; CHECKSUM TABLE then
-# compares node 3 with node 1. Once, in the first cluster, node 2 is stopped and its datadir
-# copied with tar and with cp: what the disk does here with no database in between, the
-# ceiling a transfer could reach.
+# compares node 3 with node 1. Last, node 2 is stopped and its datadir copied with tar and
+# with cp: what the disk does here with no database in between, the ceiling a transfer could
+# reach.
 #
 #   bench/scripts/sst_pair.sh [tables=8] [table_size=1000000] [methods="trireme rsync mariabackup"]
 #
 #   SST_PROVIDER   provider library (default target/release/libtrireme.so)
-#   SST_PORT       base port of the first method's cluster (default 28300); the i-th method
-#                  (from 0) uses SST_PORT + 200 i, so no cluster reuses the previous one's ports
+#   SST_PORT       base port of the cluster (default 28300)
 #   SST_DONOR      wsrep_sst_donor of node 3 (default node1, the loaded node, so that every
 #                  method is measured with the same donor; empty: the group picks)
 #   SST_TIMEOUT    seconds node 3 may take to become Synced (default 1800)
@@ -27,9 +26,8 @@
 #
 # Time: on a 2-core machine (64 MB buffer pool, three servers applying) prepare took 31 s for
 # 1 table of 1M rows and 49 s for 2 (two at a time); each 1M-row table adds about 235 MB to
-# a 156 MB empty datadir. The default 8 x 1M rows (about 2 GB) so takes 3-4 minutes per
-# method to prepare, 10-12 minutes for the three clusters, before the transfers (about a
-# minute each at 20-35 MB/s) and two CHECKSUM TABLE passes per method.
+# a 156 MB empty datadir. The default 8 x 1M rows (about 2 GB) so takes 3-4 minutes to
+# prepare, before the transfers and two CHECKSUM TABLE passes per method.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tables=${1:-8}; table_size=${2:-1000000}; methods=${3:-"trireme rsync mariabackup"}
@@ -174,39 +172,53 @@ checksums() { # socket list
 }
 
 failed=0
-ceilings_done=0
 log=/dev/null
-run_method() { # method port
-  local method=$1 port=$2 dir c
+# One cluster for every method (the dataset is prepared once): created with the first
+# method; each method is then switched on at runtime on nodes 1 and 2 (wsrep_sst_method is
+# dynamic) and in node 3's my.cnf.
+c=""; bytes=""; prepare_seconds=""
+setup_cluster() { # first-method port
+  local method=$1 port=$2 dir
   dir=$(mktemp -d /tmp/trireme-sst-bench-XXXXXX)
   chmod 755 "$dir"
   current=$dir
   c=$dir/c
-  log=$out/sst-$method.log
+  log=$out/sst-setup.log
   : > "$log"
-  echo "$method: 3-node cluster in $c, base port $port" >&2
+  echo "a 3-node cluster in $c, base port $port" >&2
   if ! step "$trireme" cluster up --nodes 3 --dir "$c" --provider "$provider" \
       --base-port "$port" --sst-method "$method"; then
     tail -n 5 "$log" >&2
-    record "$method" result "cluster up failed"
     return 1
   fi
   if [ -n "$donor_pin" ]; then
     sed -i "s/^wsrep_sst_method=.*/&\nwsrep_sst_donor=$donor_pin/" "$c/node3/my.cnf"
   fi
+  # mariadb-backup and trireme log into the donor with these credentials.
+  grep -q '^wsrep_sst_auth=' "$c/node3/my.cnf" \
+    || sed -i "s/^wsrep_sst_method=.*/&\nwsrep_sst_auth=root:/" "$c"/node*/my.cnf
   step "$trireme" cluster sql 1 "CREATE DATABASE sbtest" --dir "$c" || return 1
-  local common=(--db-driver=mysql --mysql-user=root --mysql-db=sbtest --tables="$tables"
-                --table-size="$table_size" --mysql-socket="$c/node1/mysqld.sock")
+  common+=(--mysql-socket="$c/node1/mysqld.sock")
   local t0 t1
   t0=$(now)
   step sysbench oltp_write_only "${common[@]}" --threads=2 prepare || return 1
   t1=$(now)
-  local bytes
   bytes=$(du -sb "$c/node1/data" | cut -f1)
-  record "$method" prepare_seconds "$(seconds_between "$t0" "$t1")"
+  prepare_seconds=$(seconds_between "$t0" "$t1")
+  echo "prepared $tables x $table_size rows in $prepare_seconds s, node 1's datadir $bytes bytes" >&2
+}
+
+run_method() { # method
+  local method=$1 n
+  log=$out/sst-$method.log
+  : > "$log"
+  record "$method" prepare_seconds "$prepare_seconds"
   record "$method" datadir_bytes "$bytes"
-  echo "$method: prepared $tables x $table_size rows in $(seconds_between "$t0" "$t1") s," \
-    "node 1's datadir $bytes bytes" >&2
+  for n in 1 2; do
+    step "$trireme" cluster sql "$n" "SET GLOBAL wsrep_sst_method='$method'" --dir "$c" \
+      || return 1
+  done
+  sed -i "s/^wsrep_sst_method=.*/wsrep_sst_method=$method/" "$c"/node*/my.cnf
 
   # Forcing a full SST: node 3 becomes a brand-new member. Its datadir is emptied but kept
   # (owner trireme, mode 0750), exactly the state `trireme cluster up` leaves nodes 2 and 3
@@ -326,19 +338,23 @@ run_method() { # method port
   echo "$method: $result, SST $sst_seconds s, donor ${donor:-unknown}, tps $before -> $during," \
     "checksums equal: $equal" >&2
 
-  if [ "$result" = synced ] && [ "$ceilings_done" = 0 ]; then
-    copy_ceilings "$dir" || return 1
-    ceilings_done=1
-  fi
   [ "$result" = synced ] && [ "$equal" = yes ]
 }
 
-i=0
-for method in $methods; do
-  run_method "$method" $(( base_port + 200 * i )) || failed=1
-  finish
-  i=$(( i + 1 ))
-done
+common=(--db-driver=mysql --mysql-user=root --mysql-db=sbtest --tables="$tables"
+        --table-size="$table_size")
+first=${methods%% *}
+if setup_cluster "$first" "$base_port"; then
+  for method in $methods; do
+    run_method "$method" || failed=1
+  done
+  # Last: the ceilings stop node 2.
+  copy_ceilings "$current" || failed=1
+else
+  record setup result "cluster up failed"
+  failed=1
+fi
+finish
 
 # The value of one figure from sst.tsv, or nan.
 value() {
