@@ -18,7 +18,10 @@ Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR
   --provider-b     provider B (default: /usr/lib/galera/libgalera_smm.so)
   --out DIR        where report.md, plots and raw results go (default: bench-out/<timestamp>)
   --only LIST      comma-separated subset of the scenarios
-                   write-node1, write-spread, overhead, frozen, failover, ist
+                   write-node1, write-spread, overhead, frozen, failover, ist, and sst (SST
+                   of provider A under load by the trireme, rsync and mariabackup methods,
+                   with tar and cp as ceilings: 2 x 100,000 rows quick, 8 x 1,000,000 rows
+                   otherwise, about 15 minutes; not run unless named)
   --seconds N      length of each write-path and standalone run (default 30, quick 10)
   --reps N         repetitions of every run (default 3, quick 1)
   --base-port-a/b/c P
@@ -66,7 +69,7 @@ done
 
 for scenario in ${only//,/ }; do
   case $scenario in
-    write-node1|write-spread|overhead|frozen|failover|ist) ;;
+    write-node1|write-spread|overhead|frozen|failover|ist|sst) ;;
     *) echo "run.sh: unknown scenario '$scenario' in --only" >&2; exit 2 ;;
   esac
 done
@@ -84,6 +87,7 @@ if [ "$quick" = 1 ]; then
   failover_total=15; failover_at=5
   limit_s=480; cap_min=10; rejoin_s=60
   ist_write_sets=20000; ist_appliers="1 4"
+  sst_tables=2; sst_table_size=100000
 else
   reps=${reps:-3}; seconds=${seconds:-30}
   workloads=(oltp_write_only oltp_read_write); thread_counts=(8 32)
@@ -91,6 +95,7 @@ else
   failover_total=25; failover_at=10
   limit_s=3300; cap_min=60; rejoin_s=120
   ist_write_sets=100000; ist_appliers="1 2 4"
+  sst_tables=8; sst_table_size=1000000
 fi
 placements=()
 selected write-node1 && placements+=(node1)
@@ -673,6 +678,17 @@ if selected ist; then
     run_bounded "$(capped 1800)" "$log_file" \
     "$root/bench/scripts/ist_pair.sh" "$ist_write_sets" "$ist_appliers" \
     || incident "the IST scenario failed: see run.log"
+fi
+
+# SST runs a cluster of its own (bench/scripts/sst_pair.sh), one method after another.
+if selected sst; then
+  sst_methods="trireme rsync mariabackup"
+  log "SST: $sst_tables tables x $sst_table_size rows, methods $sst_methods"
+  record_cmd "sst" "$root/bench/scripts/sst_pair.sh" "$sst_tables" "$sst_table_size" "$sst_methods"
+  TRIREME_BENCH_OUT=$out SST_PROVIDER=$provider_a SST_PORT=$((port_a + 5000)) \
+    run_bounded "$(capped 3000)" "$log_file" \
+    "$root/bench/scripts/sst_pair.sh" "$sst_tables" "$sst_table_size" "$sst_methods" \
+    || incident "the SST scenario failed: see run.log"
 fi
 kv "$m" loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 kv "$m" finished_ns "$(now_ns)"

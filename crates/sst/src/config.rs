@@ -206,6 +206,9 @@ pub struct Settings {
     pub use_memory: Option<u64>,
     /// `connect_timeout`: seconds the joiner waits for the donor (default 600).
     pub connect_timeout: u64,
+    /// `donor_nice`: how much the donor's transfer (this program and mariadb-backup) lowers
+    /// its CPU priority, so that the donor's clients keep theirs (default 10; 0 keeps it).
+    pub donor_nice: i32,
 }
 
 impl Default for Settings {
@@ -221,6 +224,7 @@ impl Default for Settings {
             reserve: 0,
             use_memory: None,
             connect_timeout: 600,
+            donor_nice: 10,
         }
     }
 }
@@ -306,6 +310,13 @@ impl Settings {
                             .filter(|&b| b >= 16 << 20)
                             .ok_or_else(|| bad("a size of at least 16M"))?,
                     )
+                }
+                "donor_nice" => {
+                    self.donor_nice = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (0..=19).contains(n))
+                        .ok_or_else(|| bad("a niceness from 0 to 19"))?
                 }
                 "connect_timeout" => {
                     self.connect_timeout = value

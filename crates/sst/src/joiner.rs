@@ -397,24 +397,7 @@ fn receive(
         ),
     );
 
-    let shared = Arc::new(Receiving {
-        staging: staging.clone(),
-        held: held
-            .into_iter()
-            .map(|p| ((p.path.clone(), p.offset), p))
-            .collect(),
-        files: Mutex::new(HashMap::new()),
-        seen: Mutex::new(HashSet::new()),
-        extents: Mutex::new(HashMap::new()),
-        journal: Mutex::new(JournalBuffer {
-            journal: Some(journal),
-            pending: Vec::new(),
-        }),
-        bytes: AtomicU64::new(0),
-        resumed: AtomicU64::new(0),
-        pieces: AtomicU64::new(0),
-        rejected: AtomicU64::new(0),
-    });
+    let shared = Arc::new(Receiving::new(staging.clone(), held, Some(journal)));
     let (events_tx, events_rx) = unbounded::<Event>();
     let mut control_writer = None;
     for (stream, connection) in connections {
@@ -538,7 +521,7 @@ fn receive(
     Ok(Joined { position })
 }
 
-enum Event {
+pub(crate) enum Event {
     Done {
         pieces: u64,
         bytes: u64,
@@ -556,7 +539,7 @@ struct JournalBuffer {
 }
 
 /// What the receivers share.
-struct Receiving {
+pub(crate) struct Receiving {
     staging: PathBuf,
     held: HashMap<(String, u64), HeldPiece>,
     files: Mutex<HashMap<String, Arc<File>>>,
@@ -574,6 +557,41 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Receiving {
+    pub(crate) fn new(
+        staging: PathBuf,
+        held: Vec<HeldPiece>,
+        journal: Option<Journal>,
+    ) -> Receiving {
+        Receiving {
+            staging,
+            held: held
+                .into_iter()
+                .map(|p| ((p.path.clone(), p.offset), p))
+                .collect(),
+            files: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashSet::new()),
+            extents: Mutex::new(HashMap::new()),
+            journal: Mutex::new(JournalBuffer {
+                journal,
+                pending: Vec::new(),
+            }),
+            bytes: AtomicU64::new(0),
+            resumed: AtomicU64::new(0),
+            pieces: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        }
+    }
+
+    /// Pieces received or confirmed, and how many failed verification.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (u64, u64, u64) {
+        (
+            self.pieces.load(Ordering::Relaxed),
+            self.resumed.load(Ordering::Relaxed),
+            self.rejected.load(Ordering::Relaxed),
+        )
+    }
+
     fn file(&self, path: &str) -> io::Result<Arc<File>> {
         let mut files = lock(&self.files);
         if let Some(file) = files.get(path) {
@@ -629,7 +647,7 @@ impl Receiving {
 }
 
 /// One stream's receiver.
-fn receive_stream(
+pub(crate) fn receive_stream(
     mut connection: TcpStream,
     stream: u16,
     shared: &Receiving,
