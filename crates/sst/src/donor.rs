@@ -342,7 +342,8 @@ fn send_snapshot(
     }
     drop(work_rx);
 
-    let mut backup = start_backup(args, settings)?;
+    let work_dir = std::env::temp_dir().join(format!("trireme-sst-backup-{}", std::process::id()));
+    let mut backup = start_backup(args, settings, &work_dir)?;
     let stdout = backup.stdout.take().expect("piped stdout");
     let mut reader = XbReader::new(BufReader::with_capacity(1 << 20, stdout));
     let mut files: HashMap<Arc<str>, ()> = HashMap::new();
@@ -410,6 +411,7 @@ fn send_snapshot(
     })();
     drop(work_tx);
     let status = finish_backup(&mut backup, feed.is_err());
+    let _ = fs::remove_dir_all(&work_dir);
     feed?;
     status?;
     for handle in workers {
@@ -782,12 +784,9 @@ fn read_reply(connection: &mut TcpStream) -> Result<Frame, SstError> {
     })
 }
 
-/// Checks the tool and the credentials before anything is sent; returns the server version.
-fn preflight(args: &Args, settings: &Settings) -> Result<String, SstError> {
-    crate::joiner::backup_tool_version(&settings.mariabackup)?;
-    let mut cmd = Command::new("mariadb");
-    cmd.arg("--no-defaults")
-        .args(["-N", "-B", "-e", "SELECT VERSION()"]);
+/// Points a client tool at the donor server's socket with the SST credentials (the
+/// password through the environment, never the command line).
+fn log_in_as_sst_user(cmd: &mut Command, args: &Args) {
     if let Some(socket) = &args.socket {
         cmd.arg(format!("--socket={socket}"));
     }
@@ -799,6 +798,15 @@ fn preflight(args: &Args, settings: &Settings) -> Result<String, SstError> {
             cmd.arg("--user=root").env_remove("MYSQL_PWD");
         }
     }
+}
+
+/// Checks the tool and the credentials before anything is sent; returns the server version.
+fn preflight(args: &Args, settings: &Settings) -> Result<String, SstError> {
+    crate::joiner::backup_tool_version(&settings.mariabackup)?;
+    let mut cmd = Command::new("mariadb");
+    cmd.arg("--no-defaults")
+        .args(["-N", "-B", "-e", "SELECT VERSION()"]);
+    log_in_as_sst_user(&mut cmd, args);
     let out = cmd.output().map_err(|e| SstError::Preflight {
         message: format!("cannot run the mariadb client to check the SST credentials ({e}): install mariadb-client"),
         code: exit_code::NOT_FOUND,
@@ -838,9 +846,9 @@ fn datadir_bytes(datadir: &Path) -> u64 {
     crate::swap::staged_bytes(datadir).saturating_sub(left_out)
 }
 
-fn start_backup(args: &Args, settings: &Settings) -> Result<Child, SstError> {
-    let work = std::env::temp_dir().join(format!("trireme-sst-backup-{}", std::process::id()));
-    fs::create_dir_all(&work).map_err(|e| SstError::io("creating a work directory", e))?;
+/// Starts mariadb-backup streaming to a pipe; `work` is its scratch directory.
+fn start_backup(args: &Args, settings: &Settings, work: &Path) -> Result<Child, SstError> {
+    fs::create_dir_all(work).map_err(|e| SstError::io("creating a work directory", e))?;
     let log_path = args.datadir.join("mariabackup.backup.log");
     let log_file = fs::File::create(&log_path)
         .map_err(|e| SstError::io(format!("creating {}", log_path.display()), e))?;
@@ -853,17 +861,7 @@ fn start_backup(args: &Args, settings: &Settings) -> Result<Child, SstError> {
         .arg(format!("--target-dir={}", work.display()))
         .arg(format!("--datadir={}", args.datadir.display()))
         .arg("--databases-exclude=lost+found");
-    if let Some(socket) = &args.socket {
-        cmd.arg(format!("--socket={socket}"));
-    }
-    match credentials() {
-        Some((user, password)) => {
-            cmd.arg(format!("--user={user}")).env("MYSQL_PWD", password);
-        }
-        None => {
-            cmd.arg("--user=root").env_remove("MYSQL_PWD");
-        }
-    }
+    log_in_as_sst_user(&mut cmd, args);
     if !args.mysqld_args.is_empty() {
         cmd.arg("--mysqld-args").args(&args.mysqld_args);
     }

@@ -136,7 +136,7 @@ pub fn log(level: &str, message: &str) {
     let _ = io::stderr().lock().write_all(line.as_bytes());
 }
 
-/// Reads `n` random bytes' worth of a u64 from the kernel (session ids).
+/// A random u64 from the kernel, for session ids.
 pub fn random_u64() -> u64 {
     use std::io::Read;
     let mut bytes = [0u8; 8];
