@@ -649,9 +649,10 @@ def sst_section(add, path, number):
     donor = run.get("donor_pin", "?")
     add(f"## {number}. Full state transfer (SST) under load")
     add("")
-    add(f"One fresh 3-node cluster on {provider_name(run.get('provider', '?'))} per SST "
-        f"method, {run.get('tables', '?')} sysbench "
-        f"tables of {run.get('table_size', '?')} rows. Node 3 is stopped and its datadir "
+    add(f"One 3-node cluster on {provider_name(run.get('provider', '?'))}, "
+        f"{run.get('tables', '?')} sysbench "
+        f"tables of {run.get('table_size', '?')} rows, the SST methods one after another "
+        "(wsrep_sst_method switched at runtime). Node 3 is stopped and its datadir "
         "emptied (a brand-new member: no saved position, so no IST), oltp_write_only runs "
         "on node 1 (4 threads, unthrottled), the page cache is dropped, then node 3 is "
         "started. Seconds from `trireme cluster start 3` until node 3 is Synced (polled "
