@@ -846,8 +846,25 @@ fn datadir_bytes(datadir: &Path) -> u64 {
     crate::swap::staged_bytes(datadir).saturating_sub(left_out)
 }
 
+/// Removes the scratch directories of earlier donors that were killed before they could.
+fn remove_orphaned_scratch_dirs() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("trireme-sst-backup-") else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Starts mariadb-backup streaming to a pipe; `work` is its scratch directory.
 fn start_backup(args: &Args, settings: &Settings, work: &Path) -> Result<Child, SstError> {
+    remove_orphaned_scratch_dirs();
     fs::create_dir_all(work).map_err(|e| SstError::io("creating a work directory", e))?;
     let log_path = args.datadir.join("mariabackup.backup.log");
     let log_file = fs::File::create(&log_path)
