@@ -25,6 +25,22 @@ impl ClusterGuard {
 
 impl Drop for ClusterGuard {
     fn drop(&mut self) {
+        if thread::panicking() {
+            // The directory goes with the guard: keep what explains the failure in the
+            // test's output.
+            for node in 1..=9 {
+                let log = self.path().join(format!("node{node}/error.log"));
+                let Ok(text) = std::fs::read_to_string(&log) else {
+                    continue;
+                };
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(60)..];
+                eprintln!("---- last {} lines of {} ----", tail.len(), log.display());
+                for line in tail {
+                    eprintln!("{line}");
+                }
+            }
+        }
         if let Ok(cluster) = Cluster::open(self.path()) {
             if let Err(e) = cluster.down() {
                 eprintln!("cleanup: {e:#}");
