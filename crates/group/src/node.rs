@@ -767,17 +767,12 @@ impl GroupNode {
                 .map(|m| m.info.raft_id)
                 .collect();
             for old in earlier {
-                let queued = self
-                    .conf_queue
-                    .iter()
-                    .any(|op| matches!(op, ConfOp::Remove(queued) if *queued == old));
-                if !queued {
+                if self.queue_removal(old) {
                     tracing::info!(
                         member = old,
                         address = %info.address,
                         "a new process joins from this member's address: removing the old one"
                     );
-                    self.conf_queue.push_back(ConfOp::Remove(old));
                 }
             }
             let queued = self
@@ -1505,18 +1500,25 @@ impl GroupNode {
             }
         }
         for id in silent {
-            let queued = self
-                .conf_queue
-                .iter()
-                .any(|op| matches!(op, ConfOp::Remove(queued) if *queued == id));
-            if !queued {
+            if self.queue_removal(id) {
                 tracing::info!(
                     member = id,
                     "member silent past evs.suspect_timeout: evicting"
                 );
-                self.conf_queue.push_back(ConfOp::Remove(id));
             }
         }
+    }
+
+    /// Queues the removal of member `id` unless it is queued already; true if queued now.
+    fn queue_removal(&mut self, id: u64) -> bool {
+        let queued = self
+            .conf_queue
+            .iter()
+            .any(|op| matches!(op, ConfOp::Remove(queued) if *queued == id));
+        if !queued {
+            self.conf_queue.push_back(ConfOp::Remove(id));
+        }
+        !queued
     }
 
     /// True if a member other than `id` holds the database state. The last such member is

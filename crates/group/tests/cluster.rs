@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use base::{seeded_rng, Nanos, NodeState, Seqno};
+use base::{seeded_rng, Nanos, NodeState, Seqno, Uuid};
 use group::{wire, Delivery, GroupConfig, GroupNode, ReceiveError, View};
 
 const TICK_NS: u64 = 10_000_000;
@@ -65,6 +65,24 @@ impl Cluster {
         self.nodes.push(Some(joiner));
         self.delivered.push(Vec::new());
         index
+    }
+
+    /// Starts a new process in slot `index` (crashed or stopped): a fresh identity that
+    /// joins through node 0 from the same address. Returns its UUID.
+    fn restart(&mut self, index: usize) -> Uuid {
+        self.seed += 100;
+        let restarted = GroupNode::join(
+            config(),
+            &format!("node{index}"),
+            &address(index),
+            vec![address(0)],
+            seeded_rng(self.seed),
+            Nanos(self.now),
+        );
+        let uuid = restarted.me().uuid;
+        self.nodes[index] = Some(restarted);
+        self.delivered[index].clear();
+        uuid
     }
 
     fn node(&mut self, index: usize) -> &mut GroupNode {
@@ -288,18 +306,7 @@ fn a_restarted_member_comes_back_as_a_new_member() {
         |c| c.last_view(0).is_some_and(|v| v.members.len() == 2),
         400,
     );
-    // Restart in the same slot: a fresh identity joins through the seeds.
-    cluster.seed += 100;
-    let restarted = GroupNode::join(
-        config(),
-        "node2",
-        &address(2),
-        vec![address(0)],
-        seeded_rng(cluster.seed),
-        Nanos(cluster.now),
-    );
-    cluster.nodes[2] = Some(restarted);
-    cluster.delivered[2].clear();
+    cluster.restart(2);
     cluster.run_until(|c| c.members_seen_by_all() == 3, 400);
     let view = cluster.last_view(2).unwrap();
     let own = &view.members[view.own_index.unwrap()];
@@ -324,18 +331,7 @@ fn quick_restarts_from_one_address_do_not_cost_the_quorum() {
     // incarnations kept, two of them would outvote the two living members.
     for round in 0..3 {
         cluster.nodes[2] = None;
-        cluster.seed += 100;
-        let restarted = GroupNode::join(
-            config(),
-            "node2",
-            &address(2),
-            vec![address(0)],
-            seeded_rng(cluster.seed),
-            Nanos(cluster.now),
-        );
-        let uuid = restarted.me().uuid;
-        cluster.nodes[2] = Some(restarted);
-        cluster.delivered[2].clear();
+        let uuid = cluster.restart(2);
         cluster.run_until(
             |c| {
                 c.last_view(0)

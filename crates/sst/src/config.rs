@@ -229,6 +229,14 @@ impl Default for Settings {
     }
 }
 
+/// `value` as a number within `range`.
+fn in_range<T: std::str::FromStr + PartialOrd>(
+    value: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Option<T> {
+    value.parse().ok().filter(|n| range.contains(n))
+}
+
 /// Parses `512`, `64K`, `10M`, `2G` (powers of 1024).
 pub fn parse_bytes(text: &str) -> Option<u64> {
     let text = text.trim();
@@ -256,19 +264,13 @@ impl Settings {
             };
             match key.as_str() {
                 "parallel" => {
-                    self.streams = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=64).contains(n))
-                        .ok_or_else(|| bad("a stream count from 1 to 64"))?
+                    self.streams =
+                        in_range(value, 1..=64).ok_or_else(|| bad("a stream count from 1 to 64"))?
                 }
                 "backup_threads" => {
                     backup_set = true;
-                    self.backup_threads = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=64).contains(n))
-                        .ok_or_else(|| bad("a thread count from 1 to 64"))?
+                    self.backup_threads =
+                        in_range(value, 1..=64).ok_or_else(|| bad("a thread count from 1 to 64"))?
                 }
                 "compressor" => {
                     self.compressor = match value.as_str() {
@@ -279,19 +281,13 @@ impl Settings {
                     }
                 }
                 "compress_level" => {
-                    self.compress_level = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=19).contains(n))
-                        .ok_or_else(|| bad("a zstd level from 1 to 19"))?
+                    self.compress_level =
+                        in_range(value, 1..=19).ok_or_else(|| bad("a zstd level from 1 to 19"))?
                 }
                 "compress_threads" => {
                     threads_set = true;
-                    self.compress_threads = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=64).contains(n))
-                        .ok_or_else(|| bad("a thread count from 1 to 64"))?
+                    self.compress_threads =
+                        in_range(value, 1..=64).ok_or_else(|| bad("a thread count from 1 to 64"))?
                 }
                 "rlimit" => {
                     self.rate_limit = Some(
@@ -312,11 +308,8 @@ impl Settings {
                     )
                 }
                 "donor_nice" => {
-                    self.donor_nice = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (0..=19).contains(n))
-                        .ok_or_else(|| bad("a niceness from 0 to 19"))?
+                    self.donor_nice =
+                        in_range(value, 0..=19).ok_or_else(|| bad("a niceness from 0 to 19"))?
                 }
                 "connect_timeout" => {
                     self.connect_timeout = value
