@@ -312,6 +312,7 @@ impl Certifier {
             written,
             scratch: Vec::new(),
             states: Vec::new(),
+            streams: Default::default(),
         })
     }
 }

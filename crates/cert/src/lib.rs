@@ -14,6 +14,13 @@
 //!   nothing; a conflict is real only if the entry committed after the incoming write-set's
 //!   `last_seen` and comes from another node (or is TOI).
 //!
+//! Streaming replication: a transaction replicated in fragments orders each fragment as a
+//! write-set of its own. Fragments of one transaction never conflict with each other (they
+//! share a source), and each fragment after the first depends on the one before it, because
+//! every node applies a transaction's fragments in one context, one at a time. The index
+//! tracks the open streaming transactions for that, and so that a rollback fragment, which
+//! carries no keys, passes without being certified.
+//!
 //! Key paths are stored as 128-bit hashes, as Galera's default key format (FLAT16) does,
 //! so that the hot path allocates nothing per key.
 
@@ -278,6 +285,18 @@ impl Record {
     };
 }
 
+/// A streaming transaction: its originator and the originator's transaction id.
+pub type StreamId = (Uuid, u64);
+
+/// What the index knows of one open streaming transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenStream {
+    /// The seqno of its latest certified fragment.
+    pub last_fragment: Seqno,
+    /// How many fragments it has certified so far.
+    pub fragments: u64,
+}
+
 /// Scratch vectors larger than this are dropped after use, so that one huge write-set does not
 /// pin its memory for the life of the node.
 const SCRATCH_KEEP: usize = 1 << 16;
@@ -308,6 +327,10 @@ pub struct Certifier {
     scratch: Vec<(PathHash, KeyType)>,
     /// Reused per call: the hash state after each part of the current key.
     states: Vec<PathState>,
+    /// Streaming transactions with certified fragments and no commit or rollback yet. Not
+    /// part of a state transfer: a joiner learns of streams that open after it joined, and
+    /// makes a fragment of an unknown stream wait for everything before it.
+    streams: HashMap<StreamId, OpenStream, BuildHasherDefault<PathHashHasher>>,
 }
 
 impl fmt::Debug for Certifier {
@@ -342,6 +365,7 @@ impl Certifier {
             written: VecDeque::new(),
             scratch: Vec::new(),
             states: Vec::new(),
+            streams: HashMap::default(),
         }
     }
 
@@ -365,6 +389,26 @@ impl Certifier {
         self.index.len()
     }
 
+    /// The open streaming transactions: how many, and how many fragments they certified.
+    pub fn open_streams(&self) -> (usize, u64) {
+        let fragments = self.streams.values().map(|s| s.fragments).sum();
+        (self.streams.len(), fragments)
+    }
+
+    /// The open streaming transaction `id`, if any.
+    pub fn open_stream(&self, id: StreamId) -> Option<OpenStream> {
+        self.streams.get(&id).copied()
+    }
+
+    /// Forgets the open streaming transactions of sources not in `members` (a primary view
+    /// without their originator: the servers roll them back); returns how many.
+    pub fn close_streams_absent_from(&mut self, members: &[Uuid]) -> usize {
+        let before = self.streams.len();
+        self.streams
+            .retain(|(source, _), _| members.contains(source));
+        before - self.streams.len()
+    }
+
     /// Advances past `seqno` without a write-set (a view change, or any other ordered action).
     ///
     /// # Panics
@@ -385,17 +429,30 @@ impl Certifier {
         self.expect_next(seqno, "certify");
         let mut paths = std::mem::take(&mut self.scratch);
         let verdict = self.judge(seqno, ws, &mut paths);
+        let stream = (ws.source, ws.trx_id);
         match verdict {
             Verdict::Pass { .. } => {
                 self.insert(seqno, ws, &paths);
                 if ws.is_toi() || ws.is_pa_unsafe() {
                     self.last_barrier = seqno;
                 }
+                if ws.is_open_fragment() {
+                    let open = self.streams.entry(stream).or_insert(OpenStream {
+                        last_fragment: seqno,
+                        fragments: 0,
+                    });
+                    open.last_fragment = seqno;
+                    open.fragments += 1;
+                } else if !self.streams.is_empty() {
+                    self.streams.remove(&stream);
+                }
             }
             Verdict::Fail(conflict) => {
                 tracing::debug!(%seqno, source = ?ws.source, trx = ws.trx_id, %conflict,
                     "certification failed");
                 self.history.push_back(Record::NOTHING);
+                // Servers roll a streaming transaction back when one of its fragments fails.
+                self.streams.remove(&stream);
             }
         }
         self.position = seqno;
@@ -461,6 +518,14 @@ impl Certifier {
         paths: &mut Vec<(PathHash, KeyType)>,
     ) -> Verdict {
         let toi = ws.is_toi();
+        if ws.is_rollback() {
+            // It only undoes what its transaction's fragments did, so it cannot conflict;
+            // it runs after everything before it, as Galera orders it.
+            paths.clear();
+            return Verdict::Pass {
+                depends_on: seqno.prev(),
+            };
+        }
         // A `last_seen` at or past the write-set's own seqno is impossible from an honest
         // source; clamping keeps the verdict deterministic and `depends_on < seqno`.
         let last_seen = ws.last_seen.min(seqno.prev());
@@ -501,6 +566,15 @@ impl Certifier {
         let mut depends = self.purged_to.0.max(self.last_barrier.0);
         if ws.flags & flags::IMPLICIT_DEPS != 0 {
             depends = depends.max(last_seen.0);
+        }
+        if ws.continues_stream() {
+            // After the transaction's previous fragment; a stream this index never saw
+            // opened before it started, so wait for everything before.
+            let previous = self
+                .streams
+                .get(&(ws.source, ws.trx_id))
+                .map_or(seqno.prev(), |open| open.last_fragment);
+            depends = depends.max(previous.0);
         }
         if let Some(conflict) = self.find_conflict(ws, last_seen, paths, &mut depends) {
             return Verdict::Fail(conflict);

@@ -540,7 +540,8 @@ impl Op {
             conn_id: 0,
             trx_id: i as u64,
             last_seen: Seqno(seqno - 1 - lag),
-            flags: *flags,
+            // Whole transactions: streaming fragments have tests of their own.
+            flags: *flags | flags::TRX_START | flags::TRX_END,
             keys: keys
                 .iter()
                 .map(|(parts, t)| writeset::Key {
@@ -1060,4 +1061,134 @@ proptest! {
             ),
         }
     }
+}
+
+/// A fragment of streaming transaction `trx` from `source` with exactly `flags`.
+fn fragment(
+    source: u8,
+    trx: u64,
+    last_seen: i64,
+    flags: u32,
+    keys: &[(&[&str], KeyType)],
+) -> WriteSet {
+    WriteSet {
+        trx_id: trx,
+        flags,
+        ..ws(source, last_seen, 0, keys)
+    }
+}
+
+#[test]
+fn a_fragment_depends_on_the_previous_fragment_of_its_transaction() {
+    let mut cert = Certifier::new(CertConfig::default());
+    let start = flags::TRX_START;
+    assert_eq!(
+        cert.certify(Seqno(1), &fragment(1, 7, 0, start, &[(ROW, EX)])),
+        pass(0)
+    );
+    // Unrelated work in between runs in parallel with the stream.
+    assert_eq!(
+        cert.certify(Seqno(2), &ws(2, 1, 0, &[(OTHER_TABLE_ROW, EX)])),
+        pass(0)
+    );
+    // A middle fragment on other rows still waits for the first fragment, not for seqno 2.
+    assert_eq!(
+        cert.certify(Seqno(3), &fragment(1, 7, 1, 0, &[(ROW2, EX)])),
+        pass(1)
+    );
+    assert_eq!(
+        cert.open_stream((node(1), 7)),
+        Some(OpenStream {
+            last_fragment: Seqno(3),
+            fragments: 2
+        })
+    );
+    assert_eq!(cert.open_streams(), (1, 2));
+    // Its own earlier rows are no conflict even though it had not seen them committed.
+    assert_eq!(
+        cert.certify(Seqno(4), &fragment(1, 7, 0, 0, &[(ROW, EX)])),
+        pass(3)
+    );
+    // The commit fragment (PA_UNSAFE, as wsrep-lib sends it) closes the stream.
+    assert_eq!(
+        cert.certify(
+            Seqno(5),
+            &fragment(1, 7, 4, flags::TRX_END | flags::PA_UNSAFE, &[(ROW2, EX)])
+        ),
+        pass(4)
+    );
+    assert_eq!(cert.open_streams(), (0, 0));
+}
+
+#[test]
+fn a_certified_fragment_wins_against_a_conflicting_transaction_of_another_node() {
+    let mut cert = Certifier::new(CertConfig::default());
+    assert_eq!(
+        cert.certify(Seqno(1), &fragment(1, 7, 0, flags::TRX_START, &[(ROW, EX)])),
+        pass(0)
+    );
+    // Node 2 updated the row without having seen the fragment: it loses.
+    assert_eq!(
+        cert.certify(Seqno(2), &ws(2, 0, 0, &[(ROW, EX)])),
+        key_conflict(1, EX, EX)
+    );
+    assert_eq!(cert.open_streams(), (1, 1));
+}
+
+#[test]
+fn a_rollback_fragment_passes_without_keys_and_closes_the_stream() {
+    let mut cert = Certifier::new(CertConfig::default());
+    assert_eq!(
+        cert.certify(Seqno(1), &fragment(1, 7, 0, flags::TRX_START, &[(ROW, EX)])),
+        pass(0)
+    );
+    cert.skip(Seqno(2));
+    cert.purge_to(Seqno(2));
+    // Even with a last_seen far below the index start, a rollback cannot fail.
+    let rollback = flags::ROLLBACK | flags::PA_UNSAFE;
+    assert_eq!(
+        cert.certify(Seqno(3), &fragment(1, 7, -5, rollback, &[])),
+        pass(2)
+    );
+    assert_eq!(cert.open_streams(), (0, 0));
+    // A rollback of a transaction nobody knows passes too (the servers log a dummy).
+    assert_eq!(
+        cert.certify(Seqno(4), &fragment(3, 9, 3, rollback, &[])),
+        pass(3)
+    );
+}
+
+#[test]
+fn a_failed_fragment_closes_its_stream_and_views_close_streams_of_departed_members() {
+    let mut cert = Certifier::new(CertConfig::default());
+    cert.certify(Seqno(1), &ws(2, 0, 0, &[(ROW, EX)]));
+    assert_eq!(
+        cert.certify(
+            Seqno(2),
+            &fragment(1, 7, 1, flags::TRX_START, &[(ROW2, EX)])
+        ),
+        pass(0)
+    );
+    // A middle fragment that conflicts fails, and the stream is over.
+    assert_eq!(
+        cert.certify(Seqno(3), &fragment(1, 7, 0, 0, &[(ROW, EX)])),
+        key_conflict(1, EX, EX)
+    );
+    assert_eq!(cert.open_streams(), (0, 0));
+    // Streams of two members; a view with only member 1 closes member 3's.
+    cert.certify(
+        Seqno(4),
+        &fragment(1, 8, 3, flags::TRX_START, &[(&["a"], EX)]),
+    );
+    cert.certify(
+        Seqno(5),
+        &fragment(3, 8, 3, flags::TRX_START, &[(&["b"], EX)]),
+    );
+    assert_eq!(cert.close_streams_absent_from(&[node(1), node(2)]), 1);
+    assert_eq!(cert.open_streams(), (1, 1));
+    // A fragment of a stream this index never saw waits for everything before it.
+    assert_eq!(
+        cert.certify(Seqno(6), &fragment(3, 8, 5, 0, &[(&["c"], EX)])),
+        pass(5)
+    );
 }

@@ -30,7 +30,7 @@ const TAIL_LINES: usize = 40;
 /// Pause between two status polls while waiting for a node.
 const WAIT_POLL: Duration = Duration::from_millis(500);
 /// The status variables the status table and the startup wait read.
-const STATUS_VARS: [&str; 8] = [
+const STATUS_VARS: [&str; 10] = [
     "wsrep_local_state_comment",
     "wsrep_ready",
     "wsrep_last_committed",
@@ -39,6 +39,8 @@ const STATUS_VARS: [&str; 8] = [
     "wsrep_cluster_size",
     "wsrep_cluster_status",
     "wsrep_connected",
+    "wsrep_streaming_transactions",
+    "wsrep_streaming_fragments",
 ];
 
 /// Upper bounds on every wait.
@@ -203,6 +205,7 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
         "fc_paused",
         "cluster_size",
         "cluster_status",
+        "streaming",
     ];
     let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for row in rows {
@@ -223,6 +226,7 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
             var("wsrep_flow_control_paused"),
             var("wsrep_cluster_size"),
             var("wsrep_cluster_status"),
+            streaming_cell(row),
         ]);
     }
     let widths: Vec<usize> = (0..header.len())
@@ -247,6 +251,19 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
         }
     }
     out
+}
+
+/// Open streaming-replication transactions and their certified fragments as
+/// `"<transactions> trx/<fragments> frags"`; `-` where the provider does not report them
+/// (Galera).
+fn streaming_cell(row: &NodeStatus) -> String {
+    match (
+        row.var("wsrep_streaming_transactions"),
+        row.var("wsrep_streaming_fragments"),
+    ) {
+        (Some(trx), Some(fragments)) => format!("{trx} trx/{fragments} frags"),
+        _ => "-".to_string(),
+    }
 }
 
 /// The path of the provider to use when none is given: `libtrireme.so` next to the running
@@ -1253,6 +1270,8 @@ mod tests {
                 ("wsrep_flow_control_paused", "0"),
                 ("wsrep_cluster_size", "2"),
                 ("wsrep_cluster_status", "Primary"),
+                ("wsrep_streaming_transactions", "1"),
+                ("wsrep_streaming_fragments", "57"),
             ],
         );
         assert!(synced.is_synced());
@@ -1264,7 +1283,7 @@ mod tests {
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].starts_with("node   pid   alive  state        last_committed"));
         assert!(lines[1].starts_with("node1  4242  yes    Synced       17"));
-        assert!(lines[1].ends_with("Primary"));
+        assert!(lines[1].ends_with("Primary         1 trx/57 frags"));
         assert!(lines[2].starts_with("node2  -     no     down         -"));
         assert!(lines[3].starts_with("node3  4343  yes    unreachable"));
         assert_eq!(lines[4], "node3: timed out");

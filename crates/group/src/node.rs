@@ -204,6 +204,8 @@ pub enum ReceiveError {
 
 struct PendingSubmission {
     payload: Vec<u8>,
+    /// Sent even while flow control is in force (a streaming rollback).
+    urgent: bool,
     /// Tick and leader of the last send, if sent.
     sent: Option<(u64, u64)>,
 }
@@ -501,12 +503,24 @@ impl GroupNode {
 
     /// Queues a write-set for ordering; returns its submission number.
     pub fn submit(&mut self, payload: Vec<u8>) -> u64 {
+        self.submit_with(payload, false)
+    }
+
+    /// Queues a write-set that flow control does not hold back, as Galera sends a streaming
+    /// transaction's rollback: other nodes hold that transaction's locks until it arrives,
+    /// and their appliers may be what keeps flow control in force.
+    pub fn submit_urgent(&mut self, payload: Vec<u8>) -> u64 {
+        self.submit_with(payload, true)
+    }
+
+    fn submit_with(&mut self, payload: Vec<u8>, urgent: bool) -> u64 {
         let submit_id = self.next_submit_id;
         self.next_submit_id += 1;
         self.pending.insert(
             submit_id,
             PendingSubmission {
                 payload,
+                urgent,
                 sent: None,
             },
         );
@@ -1458,7 +1472,7 @@ impl GroupNode {
         for (submit_id, pending) in self.pending.iter_mut() {
             let due = match pending.sent {
                 // Flow control holds back what was never sent; resends still go.
-                None => !paused,
+                None => !paused || pending.urgent,
                 Some((sent_tick, sent_leader)) => {
                     sent_leader != leader || tick >= sent_tick + resend_ticks
                 }

@@ -67,7 +67,7 @@ const fn server(name: &'static str, kind: ValueKind, meaning: &'static str) -> S
 
 /// Every status variable, in the order the reference node shows them: the provider's fixed
 /// list, then the group layer's entries, then the server's own.
-pub const STATUS_VARS: [StatusVar; 77] = [
+pub const STATUS_VARS: [StatusVar; 82] = [
     provider(
         "local_state_uuid",
         Text,
@@ -299,6 +299,32 @@ pub const STATUS_VARS: [StatusVar; 77] = [
         "connection objects the provider currently tracks",
     ),
     provider(
+        "streaming_transactions",
+        Int,
+        "Trireme: streaming-replication transactions open in the cluster (certified fragments, \
+         no commit or rollback yet)",
+    ),
+    provider(
+        "streaming_fragments",
+        Int,
+        "Trireme: certified fragments of the open streaming transactions",
+    ),
+    provider(
+        "local_fragments_replicated",
+        Int,
+        "Trireme: streaming fragments this node replicated (commit fragments not counted)",
+    ),
+    provider(
+        "local_streaming_rollbacks",
+        Int,
+        "Trireme: streaming transactions this node rolled back cluster-wide",
+    ),
+    provider(
+        "local_size_exceeded",
+        Int,
+        "Trireme: write-sets refused for exceeding repl.max_ws_size",
+    ),
+    provider(
         "incoming_addresses",
         Text,
         "comma-separated client addresses of the members",
@@ -420,7 +446,7 @@ mod tests {
     #[test]
     fn providers_come_first_and_never_report_booleans() {
         let provider_count = provider_vars().count();
-        assert_eq!(provider_count, 59);
+        assert_eq!(provider_count, 64);
         assert!(STATUS_VARS[..provider_count]
             .iter()
             .all(|var| var.owner == Owner::Provider && var.kind != ValueKind::Bool));

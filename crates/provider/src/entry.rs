@@ -26,7 +26,8 @@ pub(crate) const CAPABILITIES: wsrep_cap_t = WSREP_CAP_MULTI_MASTER
     | WSREP_CAP_CAUSAL_READS
     | WSREP_CAP_INCREMENTAL_WRITESET
     | WSREP_CAP_UNORDERED
-    | WSREP_CAP_ANNOTATION;
+    | WSREP_CAP_ANNOTATION
+    | WSREP_CAP_STREAMING;
 
 /// Fills every member of the function table.
 ///
@@ -200,8 +201,10 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             },
         };
         let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
+        let max_write_set_bytes = options.repl_max_ws_size;
         *lock(&instance.options) = options;
         let replicator = Replicator::new(app, settings);
+        replicator.set_max_write_set_bytes(max_write_set_bytes);
         if let Err(error) = replicator.set_freeze_purge(freeze) {
             instance.log(WSREP_LOG_WARN, &error.to_string());
         }
@@ -260,8 +263,10 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 let group = options.group_config();
                 let causal_read_timeout = options.repl_causal_read_timeout;
                 let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
+                let max_write_set_bytes = options.repl_max_ws_size;
                 drop(options);
                 if let Some(replicator) = instance.replicator() {
+                    replicator.set_max_write_set_bytes(max_write_set_bytes);
                     if let Err(error) = replicator.reconfigure(group, causal_read_timeout) {
                         instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
                         return WSREP_NODE_FAIL;
@@ -387,6 +392,7 @@ fn certify_status(outcome: CertifyOutcome, meta: *mut wsrep_trx_meta_t) -> wsrep
             WSREP_BF_ABORT
         }
         CertifyOutcome::NotOrdered => WSREP_TRX_FAIL,
+        CertifyOutcome::SizeExceeded { .. } => WSREP_SIZE_EXCEEDED,
     }
 }
 
@@ -514,12 +520,19 @@ unsafe extern "C" fn abort_certification(
 }
 
 unsafe extern "C" fn rollback(
-    _wsrep: *mut wsrep_t,
-    _trx: wsrep_trx_id_t,
-    _data: *const wsrep_buf_t,
+    wsrep: *mut wsrep_t,
+    trx: wsrep_trx_id_t,
+    data: *const wsrep_buf_t,
 ) -> wsrep_status_t {
-    // Without streaming replication nothing of an unordered transaction left this node.
-    WSREP_OK
+    with_instance(wsrep, WSREP_FATAL, |instance| {
+        let Some(replicator) = instance.replicator() else {
+            return WSREP_CONN_FAIL;
+        };
+        match replicator.rollback(trx, buf(data)) {
+            Ok(()) => WSREP_OK,
+            Err(_) => WSREP_CONN_FAIL,
+        }
+    })
 }
 
 unsafe extern "C" fn append_key(

@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -48,6 +49,9 @@ use stats::Window;
 /// A commit that waits this long for its turn is reported in the error log, with what is
 /// known about the seqno it waits for.
 const STALL_REPORT_AFTER: Duration = Duration::from_secs(10);
+
+/// Galera's default `repl.max_ws_size` (2 GiB - 1), until the provider sets its own.
+pub const DEFAULT_MAX_WRITE_SET_BYTES: u64 = (1 << 31) - 1;
 
 /// The application protocol version MariaDB 10.11 needs in views.
 pub const PROTOCOL_VERSION: i32 = 4;
@@ -237,6 +241,13 @@ pub enum CertifyOutcome {
     NotOrdered,
     /// Ordered and certified, but brute-force aborted meanwhile: replay.
     BfAborted(Meta),
+    /// Larger than `repl.max_ws_size`: refused before anything left this node.
+    SizeExceeded {
+        /// The encoded write-set's size in bytes.
+        size: u64,
+        /// The limit in force.
+        limit: u64,
+    },
 }
 
 /// A local transaction was brute-force aborted while it waited at this seqno.
@@ -266,6 +277,32 @@ struct LocalTrx {
     submitted: bool,
     /// True once its seqno left commit order.
     commit_done: bool,
+    /// Streaming replication: how many fragments of it were certified and committed here.
+    fragments: u64,
+    /// The server rolled it back after fragments had been replicated (`rollback`).
+    rolled_back: bool,
+}
+
+impl LocalTrx {
+    /// After `release`, does this transaction go on with another fragment? Only after a
+    /// fragment that passed, left commit order and neither ended nor rolled back the
+    /// transaction (wsrep-lib releases the handle after every fragment).
+    fn continues_after_release(&self) -> bool {
+        let fragment = self.flags & (flags::TRX_END | flags::ROLLBACK | flags::ISOLATION) == 0;
+        let passed = matches!(self.outcome, Some((_, Verdict::Pass { .. })));
+        fragment && passed && self.commit_done && !self.rolled_back
+    }
+
+    /// Clears what the last fragment carried, so that the next one replicates only its own
+    /// keys and rows. A brute-force abort stays: the next certify must fail.
+    fn start_next_fragment(&mut self) {
+        self.keys.clear();
+        self.data.clear();
+        self.outcome = None;
+        self.submitted = false;
+        self.commit_done = false;
+        self.fragments += 1;
+    }
 }
 
 enum RecvEvent {
@@ -384,6 +421,12 @@ struct Counters {
     repl_keys_bytes: u64,
     repl_data_bytes: u64,
     apply_waits: u64,
+    /// Streaming fragments this node replicated (commit fragments excluded).
+    fragments_replicated: u64,
+    /// Streaming rollbacks this node replicated.
+    streaming_rollbacks: u64,
+    /// Write-sets refused for `repl.max_ws_size`.
+    size_exceeded: u64,
 }
 
 struct Inner {
@@ -416,6 +459,11 @@ struct Inner {
     /// Whether this node was the last member when it left (for the saved state).
     last_member_on_leave: Option<bool>,
     cert_index_size: usize,
+    /// Streaming transactions open in the cluster, as this node's certification index
+    /// tracks them, and their certified fragments.
+    open_streams: (usize, u64),
+    /// The last primary view this node is a member of, as the server sees views.
+    primary_view: Option<ViewInfo>,
     /// Where the server stood when it connected (see `Replicator::start_position`).
     start_position: Option<Gtid>,
 }
@@ -440,6 +488,8 @@ struct Shared {
     causal_read_timeout: Mutex<Duration>,
     /// The write-set cache this node serves IST from.
     cache: Mutex<cache::ActionCache>,
+    /// `repl.max_ws_size`: the largest encoded write-set this node replicates.
+    max_write_set_bytes: AtomicU64,
 }
 
 /// One node's replication.
@@ -507,6 +557,8 @@ impl Replicator {
             window: Window::new(0),
             last_member_on_leave: None,
             cert_index_size: 0,
+            open_streams: (0, 0),
+            primary_view: None,
             start_position: None,
         };
         Replicator {
@@ -518,6 +570,7 @@ impl Replicator {
                 monitors: Mutex::new(None),
                 causal_read_timeout: Mutex::new(causal_read_timeout),
                 cache: Mutex::new(cache::ActionCache::disabled()),
+                max_write_set_bytes: AtomicU64::new(DEFAULT_MAX_WRITE_SET_BYTES),
             }),
             runner: Mutex::new(None),
             dispatcher: Mutex::new(None),
@@ -1159,6 +1212,19 @@ impl Replicator {
             data: trx.data.clone(),
         };
         let bytes = write_set.to_bytes();
+        let limit = shared.max_write_set_bytes.load(Ordering::Relaxed);
+        if bytes.len() as u64 > limit {
+            let size = bytes.len() as u64;
+            inner.counters.size_exceeded += 1;
+            drop(inner);
+            let message = format!(
+                "transaction {trx_id}: write-set of {size} bytes exceeds repl.max_ws_size = \
+                 {limit}; nothing was replicated (raise wsrep_max_ws_size, or replicate it in \
+                 fragments with wsrep_trx_fragment_size)"
+            );
+            shared.app.log(LogLevel::Warning, &message);
+            return CertifyOutcome::SizeExceeded { size, limit };
+        }
         trx.submitted = true;
         let key_bytes: usize = write_set
             .keys
@@ -1343,8 +1409,20 @@ impl Replicator {
     /// Forgets a finished local transaction. An ordered seqno it never took through commit
     /// order (a rollback the server did not order) is consumed here: a seqno left behind
     /// would stop every later commit.
+    ///
+    /// After a streaming fragment the transaction stays: wsrep-lib releases the handle after
+    /// every fragment and goes on with the same transaction id.
     pub fn release(&self, trx_id: u64) {
         let mut inner = lock(&self.shared.inner);
+        if let Some(trx) = inner
+            .trxs
+            .get_mut(&trx_id)
+            .filter(|t| t.continues_after_release())
+        {
+            trx.start_next_fragment();
+            inner.counters.fragments_replicated += 1;
+            return;
+        }
         let Some(trx) = inner.trxs.remove(&trx_id) else {
             return;
         };
@@ -1369,6 +1447,50 @@ impl Replicator {
             &format!("transaction {trx_id} released without committing its seqno {seqno}"),
         );
         self.shared.changed.notify_all();
+    }
+
+    /// Rolls back streaming transaction `trx_id` everywhere: orders a rollback write-set
+    /// (`ROLLBACK|PA_UNSAFE`, carrying `data`) that every node, this one included, delivers
+    /// to its appliers. It does not wait for the order, and flow control does not hold it.
+    /// `Err` if it could not be sent; wsrep-lib then sends it again later.
+    pub fn rollback(&self, trx_id: u64, data: &[u8]) -> Result<(), ReplicatorError> {
+        let mut inner = lock(&self.shared.inner);
+        if !inner.primary || !inner.connected {
+            return Err(ReplicatorError::NotConnected);
+        }
+        let conn_id = match inner.trxs.get_mut(&trx_id) {
+            Some(trx) => {
+                trx.rolled_back = true;
+                trx.conn_id
+            }
+            None => 0,
+        };
+        let write_set = WriteSet {
+            source: inner.own,
+            conn_id,
+            trx_id,
+            last_seen: self.last_committed_locked(),
+            flags: flags::ROLLBACK | flags::PA_UNSAFE,
+            keys: Vec::new(),
+            data: data.to_vec(),
+        };
+        let Some(runner) = inner.runner.clone() else {
+            return Err(ReplicatorError::NotConnected);
+        };
+        inner.counters.streaming_rollbacks += 1;
+        drop(inner);
+        runner
+            .submit_urgent(write_set.to_bytes())
+            .map(|_| ())
+            .map_err(|_| ReplicatorError::NotConnected)
+    }
+
+    /// Sets `repl.max_ws_size`: write-sets larger than this are refused
+    /// ([`CertifyOutcome::SizeExceeded`]).
+    pub fn set_max_write_set_bytes(&self, limit: u64) {
+        self.shared
+            .max_write_set_bytes
+            .store(limit, Ordering::Relaxed);
     }
 
     /// Re-applies a BF-aborted local transaction on the caller's thread.
@@ -1729,6 +1851,17 @@ impl Replicator {
             ("cert_index_size", inner.cert_index_size.to_string()),
             ("cert_interval", float(w.cert_interval.mean())),
             ("open_transactions", inner.trxs.len().to_string()),
+            ("streaming_transactions", inner.open_streams.0.to_string()),
+            ("streaming_fragments", inner.open_streams.1.to_string()),
+            (
+                "local_fragments_replicated",
+                c.fragments_replicated.to_string(),
+            ),
+            (
+                "local_streaming_rollbacks",
+                c.streaming_rollbacks.to_string(),
+            ),
+            ("local_size_exceeded", c.size_exceeded.to_string()),
             ("open_connections", open_connections.to_string()),
             ("evs_delayed", String::new()),
             ("evs_evict_list", String::new()),
@@ -1787,6 +1920,8 @@ fn new_trx() -> LocalTrx {
         aborted_by: None,
         submitted: false,
         commit_done: false,
+        fragments: 0,
+        rolled_back: false,
     }
 }
 
@@ -1976,6 +2111,9 @@ impl Dispatcher {
         inner.view_id = info.view_id;
         let was_primary = inner.primary;
         inner.primary = view.primary && view.own_index.is_some();
+        if inner.primary {
+            inner.primary_view = Some(info.clone());
+        }
         if view.ordered {
             inner.last_ordered = view.seqno;
         }
@@ -2051,6 +2189,13 @@ impl Dispatcher {
             return;
         }
         let ordered = view.ordered && view.primary;
+        let mut closed_streams = 0;
+        if let Some(cert) = self.certifier.as_mut().filter(|_| view.primary) {
+            // The servers roll back the streaming transactions of members that are gone.
+            let members: Vec<Uuid> = view.members.iter().map(|m| m.uuid).collect();
+            closed_streams = cert.close_streams_absent_from(&members);
+            inner.open_streams = cert.open_streams();
+        }
         inner.queue.push_back(RecvEvent::View {
             view: info,
             ordered,
@@ -2059,6 +2204,13 @@ impl Dispatcher {
             inner.queue.push_back(RecvEvent::Synced);
         }
         drop(inner);
+        if closed_streams > 0 {
+            let message = format!(
+                "{closed_streams} streaming transaction(s) of members that left the primary \
+                 component end here; the server rolls them back"
+            );
+            self.shared.app.log(LogLevel::Info, &message);
+        }
         if view.ordered {
             self.skip_in_order(view.seqno);
         }
@@ -2122,11 +2274,13 @@ impl Dispatcher {
         cert.purge_to(safe_seqno.min(cert.position()));
         let verdict = cert.certify(seqno, &write_set);
         let index_size = cert.index_len();
+        let open_streams = cert.open_streams();
         let cached_verdict = verdict.depends_on().map_or(ist::FAILED_CERT, |d| d.0);
         self.cache_action(seqno, ist::ActionKind::WriteSet, cached_verdict, payload);
         let mut inner = lock(&self.shared.inner);
         inner.last_ordered = inner.last_ordered.max(seqno);
         inner.cert_index_size = index_size;
+        inner.open_streams = open_streams;
         let interval = seqno
             .0
             .saturating_sub(write_set.last_seen.0.min(seqno.0 - 1));
@@ -2140,12 +2294,22 @@ impl Dispatcher {
         if seqno <= applied_upto {
             return;
         }
+        // A streaming rollback has no waiter: its transaction's own certify waits are over.
         let waiting = inner
             .trxs
             .get_mut(&write_set.trx_id)
-            .filter(|trx| local && trx.submitted && trx.outcome.is_none());
+            .filter(|trx| local && trx.submitted && trx.outcome.is_none())
+            .filter(|_| !write_set.is_rollback());
         match waiting {
             Some(trx) => trx.outcome = Some((seqno, verdict)),
+            None if local && write_set.is_rollback() => {
+                inner.queue.push_back(RecvEvent::Apply {
+                    seqno,
+                    depends_on: verdict.depends_on().unwrap_or(seqno.prev()),
+                    write_set,
+                    failed: !verdict.is_pass(),
+                });
+            }
             None if local => {
                 // Our own write-set with nobody waiting for it (the transaction gave up):
                 // it was ordered all the same, so it is applied like any other.
@@ -2407,12 +2571,20 @@ impl Dispatcher {
                 *monitors = Some(Arc::new(Monitors::at(received.seqno)));
             }
         }
-        if let Some(view) = rejoin_view {
-            lock(&self.shared.inner).queue.push_back(RecvEvent::View {
+        // The server hears of the primary view it is a member of once what the transfer
+        // brought is applied (Galera delivers the joining view after IST as well): that is
+        // where it recovers the streaming transactions stored in its snapshot and rolls back
+        // those whose originator is gone. The view carries the position reached, so the
+        // server's checkpoint does not move back to the older view.
+        let mut inner = lock(&self.shared.inner);
+        if let Some(mut view) = rejoin_view.or_else(|| inner.primary_view.clone()) {
+            view.state_id.seqno = applied_upto;
+            inner.queue.push_back(RecvEvent::View {
                 view,
                 ordered: false,
             });
         }
+        drop(inner);
         for delivery in std::mem::take(&mut self.held) {
             match delivery {
                 Delivery::WriteSet {

@@ -18,7 +18,12 @@ pub(crate) enum Event {
     /// One or more whole frames, back to back, from one connection.
     Frames(Vec<u8>),
     /// A write-set to order, numbered by the submitter.
-    Submit { ticket: u64, payload: Vec<u8> },
+    Submit {
+        ticket: u64,
+        payload: Vec<u8>,
+        /// Not held back by flow control (see `GroupNode::submit_urgent`).
+        urgent: bool,
+    },
     /// Start a graceful leave.
     Leave,
     /// The user's apply queue length, for flow control.
@@ -213,8 +218,16 @@ impl EventLoop {
     fn handle(&mut self, event: Event, now: Nanos) -> bool {
         match event {
             Event::Frames(bytes) => self.receive_frames(&bytes, now),
-            Event::Submit { ticket, payload } => {
-                let submit_id = self.node.submit(payload);
+            Event::Submit {
+                ticket,
+                payload,
+                urgent,
+            } => {
+                let submit_id = if urgent {
+                    self.node.submit_urgent(payload)
+                } else {
+                    self.node.submit(payload)
+                };
                 self.tickets.current.insert(submit_id, ticket);
             }
             Event::Leave => self.node.leave(),

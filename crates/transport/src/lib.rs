@@ -151,8 +151,21 @@ impl RunnerHandle {
     ///
     /// Waits only if the event loop's queue is full.
     pub fn submit(&self, payload: Vec<u8>) -> Result<u64, Stopped> {
+        self.submit_with(payload, false)
+    }
+
+    /// Queues a write-set that flow control does not hold back (a streaming rollback).
+    pub fn submit_urgent(&self, payload: Vec<u8>) -> Result<u64, Stopped> {
+        self.submit_with(payload, true)
+    }
+
+    fn submit_with(&self, payload: Vec<u8>, urgent: bool) -> Result<u64, Stopped> {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-        self.send(Event::Submit { ticket, payload })?;
+        self.send(Event::Submit {
+            ticket,
+            payload,
+            urgent,
+        })?;
         Ok(ticket)
     }
 
@@ -353,6 +366,11 @@ impl GroupRunner {
     /// Queues a write-set for ordering; see [`RunnerHandle::submit`].
     pub fn submit(&self, payload: Vec<u8>) -> Result<u64, Stopped> {
         self.handle.submit(payload)
+    }
+
+    /// Queues a write-set flow control does not hold; see [`RunnerHandle::submit_urgent`].
+    pub fn submit_urgent(&self, payload: Vec<u8>) -> Result<u64, Stopped> {
+        self.handle.submit_urgent(payload)
     }
 
     /// Starts a graceful leave; see [`RunnerHandle::leave`].

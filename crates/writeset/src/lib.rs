@@ -86,6 +86,24 @@ impl WriteSet {
         self.flags & flags::PA_UNSAFE != 0
     }
 
+    /// True for a streaming-replication rollback: it ends its transaction everywhere and
+    /// carries no keys to certify.
+    pub fn is_rollback(&self) -> bool {
+        !self.is_toi() && self.flags & flags::ROLLBACK != 0
+    }
+
+    /// True for a fragment that leaves its transaction open (streaming replication): the
+    /// first or a middle fragment, neither committing nor rolling back.
+    pub fn is_open_fragment(&self) -> bool {
+        !self.is_toi() && self.flags & (flags::TRX_END | flags::ROLLBACK) == 0
+    }
+
+    /// True for a write-set that continues a streaming transaction: it has no `TRX_START`,
+    /// so earlier fragments of the same transaction were ordered before it.
+    pub fn continues_stream(&self) -> bool {
+        !self.is_toi() && self.flags & flags::TRX_START == 0
+    }
+
     /// Size of the encoded form, in bytes.
     pub fn encoded_len(&self) -> usize {
         let keys: usize = self
