@@ -372,12 +372,21 @@ fn flow_control_pauses_ordering_and_donors_never_pause() {
         before,
         "nothing is ordered while paused"
     );
+    // A streaming rollback is not held: other nodes keep its transaction's locks until it
+    // arrives.
+    cluster.node(2).submit_urgent(b"rollback".to_vec());
+    cluster.run(10);
+    assert_eq!(
+        cluster.ordered(0).len(),
+        before + 1,
+        "an urgent write-set is ordered while paused"
+    );
     cluster.node(1).report_apply_queue(4);
     cluster.run(10);
     assert!(!cluster.node(0).status().paused);
     assert_eq!(
         cluster.ordered(0).len(),
-        before + 1,
+        before + 2,
         "the held write-set is ordered on resume"
     );
     let status = cluster.node(1).status();
