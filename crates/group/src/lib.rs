@@ -28,5 +28,6 @@ mod node;
 pub use config::{ConfigError, GroupConfig};
 pub use node::{
     Delivery, FlowCounters, GroupNode, GroupStatus, Outgoing, ReceiveError, View, ViewMember,
+    CHUNK_BYTES,
 };
 pub use state::{Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};

@@ -208,6 +208,43 @@ struct PendingSubmission {
     urgent: bool,
     /// Tick and leader of the last send, if sent.
     sent: Option<(u64, u64)>,
+    /// Sends to the current leader so far.
+    sends: u32,
+    /// `(index, count)` of a chunk of a large write-set (see [`Submission::chunk`]).
+    chunk: (u32, u32),
+}
+
+/// Write-sets larger than this travel and are ordered in chunks of this size, so that no
+/// single message holds up heartbeats (a 100 MB write-set in one message costs elections)
+/// and ordering interleaves with other members' work, as Galera cuts actions into
+/// `gcs.max_packet_size` fragments.
+pub const CHUNK_BYTES: usize = 256 << 10;
+
+/// At most this many payload bytes go out per poll: the rest of a large write-set follows
+/// on the next polls instead of queueing ahead of every other message to the leader.
+const SEND_BYTES_PER_POLL: usize = 4 << 20;
+
+/// A resend waits one more tick per this many payload bytes: a large write-set takes
+/// longer to order, and sending it again early only adds copies for the leader to drop.
+const RESEND_BYTES_PER_TICK: usize = 256 << 10;
+
+/// The wait before a resend doubles with each send to the same leader, up to this many
+/// times: over a live connection a resend is rarely needed at all.
+const MAX_RESEND_DOUBLINGS: u32 = 5;
+
+impl PendingSubmission {
+    /// Whether it is due to be sent (again) to `leader` at `tick`.
+    fn resend_due(&self, leader: u64, tick: u64, resend_ticks: u64) -> bool {
+        let Some((sent_tick, sent_leader)) = self.sent else {
+            return true;
+        };
+        if sent_leader != leader {
+            return true;
+        }
+        let size_ticks = (self.payload.len() / RESEND_BYTES_PER_TICK) as u64;
+        let doublings = self.sends.saturating_sub(1).min(MAX_RESEND_DOUBLINGS);
+        tick >= sent_tick + ((resend_ticks + size_ticks) << doublings)
+    }
 }
 
 enum ConfOp {
@@ -514,16 +551,29 @@ impl GroupNode {
     }
 
     fn submit_with(&mut self, payload: Vec<u8>, urgent: bool) -> u64 {
-        let submit_id = self.next_submit_id;
-        self.next_submit_id += 1;
-        self.pending.insert(
-            submit_id,
-            PendingSubmission {
-                payload,
-                urgent,
-                sent: None,
-            },
-        );
+        let count = payload.len().div_ceil(CHUNK_BYTES).max(1);
+        let count = u32::try_from(count).expect("a write-set below 2^32 chunks");
+        let mut chunks: Vec<Vec<u8>> = if count == 1 {
+            vec![payload]
+        } else {
+            payload.chunks(CHUNK_BYTES).map(<[u8]>::to_vec).collect()
+        };
+        let mut submit_id = self.next_submit_id;
+        for (index, chunk) in chunks.drain(..).enumerate() {
+            submit_id = self.next_submit_id;
+            self.next_submit_id += 1;
+            self.pending.insert(
+                submit_id,
+                PendingSubmission {
+                    payload: chunk,
+                    urgent,
+                    sent: None,
+                    sends: 0,
+                    chunk: (index as u32, count),
+                },
+            );
+        }
+        // The write-set is known by its last chunk's id, the one its delivery carries.
         submit_id
     }
 
@@ -532,12 +582,16 @@ impl GroupNode {
     /// A brute-force aborted transaction uses this to give up without leaving a write-set
     /// behind that would still be ordered.
     pub fn cancel(&mut self, submit_id: u64) -> bool {
-        let unsent = self
-            .pending
-            .get(&submit_id)
-            .is_some_and(|p| p.sent.is_none());
+        let Some(last) = self.pending.get(&submit_id) else {
+            return false;
+        };
+        let first = submit_id - u64::from(last.chunk.0);
+        let unsent =
+            (first..=submit_id).all(|id| self.pending.get(&id).is_some_and(|p| p.sent.is_none()));
         if unsent {
-            self.pending.remove(&submit_id);
+            for id in first..=submit_id {
+                self.pending.remove(&id);
+            }
         }
         unsent
     }
@@ -994,21 +1048,25 @@ impl GroupNode {
         match log_entry {
             LogEntry::Batch(submissions) => {
                 for submission in submissions {
-                    let Some(seqno) = self.state.order_submission(&submission) else {
+                    let origin = submission.origin;
+                    let sent_id = submission.submit_id;
+                    let local = origin == self.me.uuid;
+                    let ordered = self.state.accept_submission(submission);
+                    if local && self.state.was_ordered(origin, sent_id) {
+                        // This chunk (or whole write-set) is in the order: stop resending it.
+                        self.pending.remove(&sent_id);
+                    }
+                    let Some(ordered) = ordered else {
                         continue;
                     };
-                    let local = submission.origin == self.me.uuid;
-                    if local {
-                        self.pending.remove(&submission.submit_id);
-                    }
                     if self.member {
                         self.deliver(Delivery::WriteSet {
-                            seqno,
-                            origin: submission.origin,
-                            submit_id: submission.submit_id,
+                            seqno: ordered.seqno,
+                            origin,
+                            submit_id: ordered.submit_id,
                             local,
                             safe_seqno: self.state.safe_seqno,
-                            payload: submission.payload,
+                            payload: ordered.payload,
                         });
                     }
                 }
@@ -1226,7 +1284,11 @@ impl GroupNode {
     }
 
     fn abandon_pending(&mut self) {
-        let submit_ids: Vec<u64> = std::mem::take(&mut self.pending).into_keys().collect();
+        let mut submit_ids: Vec<u64> = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|(id, p)| id + u64::from(p.chunk.1.saturating_sub(1) - p.chunk.0))
+            .collect();
+        submit_ids.dedup();
         if !submit_ids.is_empty() {
             self.deliveries
                 .push_back(Delivery::Abandoned { submit_ids });
@@ -1469,22 +1531,39 @@ impl GroupNode {
         let tick = self.tick;
         let resend_ticks = self.config.resend_ticks;
         let mut to_send = Vec::new();
+        let mut bytes = 0;
+        // The id of the submission looked at last, and whether it has been sent.
+        let mut previous: Option<(u64, bool)> = None;
         for (submit_id, pending) in self.pending.iter_mut() {
+            // A later chunk continues a write-set already on its way (its previous chunk was
+            // sent, or is ordered and gone from here): flow control does not hold it back,
+            // or the write-set would wait for an order a paused group does not give.
+            let continues = pending.chunk.0 > 0
+                && match previous {
+                    Some((id, sent)) if id + 1 == *submit_id => sent,
+                    _ => true,
+                };
             let due = match pending.sent {
                 // Flow control holds back what was never sent; resends still go.
-                None => !paused || pending.urgent,
-                Some((sent_tick, sent_leader)) => {
-                    sent_leader != leader || tick >= sent_tick + resend_ticks
-                }
+                None => !paused || pending.urgent || continues,
+                Some(_) => pending.resend_due(leader, tick, resend_ticks),
             };
             if due {
+                if bytes >= SEND_BYTES_PER_POLL {
+                    break;
+                }
+                bytes += pending.payload.len();
+                let same_leader = pending.sent.is_some_and(|(_, sent_to)| sent_to == leader);
+                pending.sends = if same_leader { pending.sends + 1 } else { 1 };
                 pending.sent = Some((tick, leader));
                 to_send.push(Submission {
                     origin: self.me.uuid,
                     submit_id: *submit_id,
                     payload: pending.payload.clone(),
+                    chunk: pending.chunk,
                 });
             }
+            previous = Some((*submit_id, pending.sent.is_some()));
         }
         if to_send.is_empty() {
             return;
@@ -1700,7 +1779,10 @@ fn raft_config(config: &GroupConfig, raft_id: u64, applied: u64) -> raft::Config
         check_quorum: true,
         pre_vote: true,
         max_size_per_msg: 1 << 20,
-        max_inflight_msgs: 256,
+        // Appends queued for one follower go out ahead of its heartbeats: a deep pipeline of
+        // 1 MiB messages (a large write-set's chunks) would delay them past the election
+        // timeout.
+        max_inflight_msgs: 8,
         max_uncommitted_size: 256 << 20,
         ..Default::default()
     }

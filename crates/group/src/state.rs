@@ -36,6 +36,52 @@ pub struct Submission {
     /// copied through the codec four times on its way to every member.
     #[serde(with = "serde_bytes")]
     pub payload: Vec<u8>,
+    /// `(index, count)`: a large write-set travels and is ordered as `count` chunks with
+    /// consecutive submit ids, and takes its seqno when the last of them is ordered; `(0,
+    /// 1)` for a write-set in one piece.
+    pub chunk: (u32, u32),
+}
+
+impl Submission {
+    /// A write-set in one piece.
+    pub fn whole(origin: Uuid, submit_id: u64, payload: Vec<u8>) -> Submission {
+        Submission {
+            origin,
+            submit_id,
+            payload,
+            chunk: (0, 1),
+        }
+    }
+
+    /// The submit id the whole write-set is known by: that of its last chunk.
+    pub fn write_set_id(&self) -> u64 {
+        let (index, count) = self.chunk;
+        self.submit_id + u64::from(count.saturating_sub(1).saturating_sub(index))
+    }
+}
+
+/// The most chunks one write-set may be cut into (at the 256 KiB chunk size, 64 GiB):
+/// a bound on what a peer can make every member hold.
+pub const MAX_CHUNKS: u32 = 1 << 18;
+
+/// A write-set whose chunks are being ordered: its chunks so far, by index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reassembly {
+    /// How many chunks make it whole.
+    pub count: u32,
+    /// The chunks ordered so far.
+    pub parts: BTreeMap<u32, serde_bytes::ByteBuf>,
+}
+
+/// A submission that took a seqno.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderedSubmission {
+    /// Its seqno.
+    pub seqno: Seqno,
+    /// The origin's id for the whole write-set ([`Submission::write_set_id`]).
+    pub submit_id: u64,
+    /// The whole write-set.
+    pub payload: Vec<u8>,
 }
 
 /// Ordered actions that change group state but take no seqno.
@@ -257,6 +303,8 @@ pub struct GroupState {
     /// The seqno of each member's latest write-set, by member UUID: who serves client
     /// writes, so that donor selection can spare those members.
     pub last_write: BTreeMap<Uuid, Seqno>,
+    /// Write-sets whose chunks are being ordered, by origin and write-set id.
+    pub partial: BTreeMap<(Uuid, u64), Reassembly>,
 }
 
 /// A member whose latest write-set is more than this many seqnos old serves no client
@@ -287,6 +335,7 @@ impl GroupState {
             cached_from: BTreeMap::new(),
             state_requests: BTreeMap::new(),
             last_write: BTreeMap::new(),
+            partial: BTreeMap::new(),
         }
     }
 
@@ -304,6 +353,7 @@ impl GroupState {
             cached_from: BTreeMap::new(),
             state_requests: BTreeMap::new(),
             last_write: BTreeMap::new(),
+            partial: BTreeMap::new(),
         }
     }
 
@@ -340,6 +390,69 @@ impl GroupState {
         let seqno = self.next_seqno();
         self.last_write.insert(submission.origin, seqno);
         Some(seqno)
+    }
+
+    /// Whether `origin`'s submission `submit_id` (a chunk or a whole write-set) was ordered.
+    pub fn was_ordered(&self, origin: Uuid, submit_id: u64) -> bool {
+        self.dedup
+            .get(&origin)
+            .is_some_and(|window| window.contains(submit_id))
+    }
+
+    /// Orders one submission, whole or a chunk: the write-set with its seqno once it is
+    /// complete; `None` for a chunk that leaves it incomplete, a duplicate, a malformed
+    /// chunk, or a submission from a node that is no longer a member.
+    pub fn accept_submission(&mut self, submission: Submission) -> Option<OrderedSubmission> {
+        let (index, count) = submission.chunk;
+        if count <= 1 {
+            let seqno = self.order_submission(&submission)?;
+            return Some(OrderedSubmission {
+                seqno,
+                submit_id: submission.submit_id,
+                payload: submission.payload,
+            });
+        }
+        let origin = submission.origin;
+        let is_member = self.members.values().any(|m| m.info.uuid == origin);
+        if !is_member || index >= count || count > MAX_CHUNKS {
+            return None;
+        }
+        if !self
+            .dedup
+            .entry(origin)
+            .or_default()
+            .insert(submission.submit_id)
+        {
+            return None;
+        }
+        let key = (origin, submission.write_set_id());
+        let reassembly = self.partial.entry(key).or_insert_with(|| Reassembly {
+            count,
+            parts: BTreeMap::new(),
+        });
+        if reassembly.count != count {
+            // Chunks that disagree on the count: every member sees the same, so every
+            // member drops this one alike.
+            return None;
+        }
+        reassembly
+            .parts
+            .insert(index, serde_bytes::ByteBuf::from(submission.payload));
+        if reassembly.parts.len() < count as usize {
+            return None;
+        }
+        let parts = self.partial.remove(&key).expect("just completed").parts;
+        let mut payload = Vec::with_capacity(parts.values().map(|p| p.len()).sum());
+        for part in parts.into_values() {
+            payload.extend_from_slice(&part);
+        }
+        let seqno = self.next_seqno();
+        self.last_write.insert(origin, seqno);
+        Some(OrderedSubmission {
+            seqno,
+            submit_id: key.1,
+            payload,
+        })
     }
 
     /// Applies a control action. Flow control from a member in DONOR/DESYNCED (or any state
@@ -403,8 +516,11 @@ impl GroupState {
     /// Removes a member (a view change): its flow-control stop and delivery record go too.
     pub fn remove_member(&mut self, raft_id: u64) {
         if let Some(record) = self.members.remove(&raft_id) {
-            self.dedup.remove(&record.info.uuid);
-            self.last_write.remove(&record.info.uuid);
+            let uuid = record.info.uuid;
+            self.dedup.remove(&uuid);
+            self.last_write.remove(&uuid);
+            // Its unfinished write-sets will never be completed.
+            self.partial.retain(|(origin, _), _| *origin != uuid);
         }
         self.paused_by.remove(&raft_id);
         self.committed.remove(&raft_id);
@@ -450,20 +566,51 @@ mod tests {
     #[test]
     fn seqnos_are_consecutive_and_duplicates_take_none() {
         let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
-        let submission = |id| Submission {
-            origin: Uuid([1; 16]),
-            submit_id: id,
-            payload: vec![],
-        };
+        let submission = |id| Submission::whole(Uuid([1; 16]), id, vec![]);
         assert_eq!(state.order_submission(&submission(1)), Some(Seqno(2)));
         assert_eq!(state.order_submission(&submission(1)), None);
         assert_eq!(state.order_submission(&submission(2)), Some(Seqno(3)));
-        let stranger = Submission {
-            origin: Uuid([8; 16]),
-            submit_id: 1,
-            payload: vec![],
-        };
+        let stranger = Submission::whole(Uuid([8; 16]), 1, vec![]);
         assert_eq!(state.order_submission(&stranger), None);
+        assert_eq!(state.last_seqno, Seqno(3));
+    }
+
+    #[test]
+    fn chunks_take_one_seqno_when_the_last_arrives_in_any_order() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+        state.add_member(info(2));
+        let chunk = |origin: u8, id: u64, index: u32, byte: u8| Submission {
+            origin: Uuid([origin; 16]),
+            submit_id: id,
+            payload: vec![byte; 3],
+            chunk: (index, 3),
+        };
+        // Write-set 12 of member 1 in chunks 10, 11, 12; the middle one comes last (it was
+        // resent), with a whole write-set of member 2 and a duplicate in between.
+        assert_eq!(state.accept_submission(chunk(1, 10, 0, b'a')), None);
+        assert_eq!(state.accept_submission(chunk(1, 12, 2, b'c')), None);
+        let other = state.accept_submission(Submission::whole(Uuid([2; 16]), 1, vec![7]));
+        assert_eq!(other.map(|o| o.seqno), Some(Seqno(2)));
+        assert_eq!(state.accept_submission(chunk(1, 10, 0, b'a')), None);
+        assert!(state.was_ordered(Uuid([1; 16]), 10));
+        assert!(!state.was_ordered(Uuid([1; 16]), 11));
+        assert_eq!(
+            state.accept_submission(chunk(1, 11, 1, b'b')),
+            Some(OrderedSubmission {
+                seqno: Seqno(3),
+                submit_id: 12,
+                payload: b"aaabbbccc".to_vec(),
+            })
+        );
+        assert!(state.partial.is_empty());
+        // A malformed chunk takes nothing; an unfinished write-set goes with its member.
+        let mut bad = chunk(1, 20, 3, b'x');
+        assert_eq!(state.accept_submission(bad.clone()), None);
+        bad.chunk = (0, 3);
+        assert_eq!(state.accept_submission(bad), None);
+        assert_eq!(state.partial.len(), 1);
+        state.remove_member(1);
+        assert!(state.partial.is_empty());
         assert_eq!(state.last_seqno, Seqno(3));
     }
 
@@ -604,11 +751,7 @@ mod tests {
             state.members.get_mut(&id).unwrap().state = NodeState::Synced;
         }
         let write = |state: &mut GroupState, id: u8, n: u64| {
-            state.order_submission(&Submission {
-                origin: Uuid([id; 16]),
-                submit_id: n,
-                payload: vec![],
-            })
+            state.order_submission(&Submission::whole(Uuid([id; 16]), n, vec![]))
         };
         for n in 1..=10 {
             write(&mut state, 1, n).unwrap();

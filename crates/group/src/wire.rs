@@ -237,6 +237,7 @@ mod tests {
                 origin: Uuid([5; 16]),
                 submit_id: 3,
                 payload: vec![1, 2, 3],
+                chunk: (1, 2),
             }]),
             WireMessage::Join(MemberInfo {
                 raft_id: 7,

@@ -467,3 +467,51 @@ fn bad_input_is_refused_with_a_specific_error_and_nothing_is_lost() {
     assert_same_history(&cluster, &[0, 1, 2]);
     assert!(cluster.ordered(0).values().any(|v| v.starts_with("ws")));
 }
+
+#[test]
+fn a_large_write_set_is_ordered_in_chunks_and_delivered_whole_once() {
+    let mut cluster = Cluster::new(3);
+    cluster.run(10);
+    let large: Vec<u8> = (0..(3 * group::CHUNK_BYTES + 17))
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let id = cluster.node(1).submit(large.clone());
+    cluster.node(2).submit(b"small".to_vec());
+    cluster.run(30);
+    assert_same_history(&cluster, &[0, 1, 2]);
+    let whole: Vec<(Seqno, u64)> = cluster.delivered[1]
+        .iter()
+        .filter_map(|d| match d {
+            Delivery::WriteSet {
+                seqno,
+                submit_id,
+                local: true,
+                payload,
+                ..
+            } if *payload == large => Some((*seqno, *submit_id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(whole.len(), 1, "delivered once, whole, to its origin");
+    assert_eq!(whole[0].1, id, "under the id submit returned");
+    for index in [0, 2] {
+        let copies = cluster.delivered[index]
+            .iter()
+            .filter(|d| matches!(d, Delivery::WriteSet { payload, .. } if *payload == large))
+            .count();
+        assert_eq!(copies, 1, "node {index} has it once");
+    }
+    assert_eq!(cluster.node(1).status().pending_submissions, 0);
+
+    // Under flow control an unsent chunked write-set is withdrawn as a whole.
+    for index in 0..3 {
+        cluster.node(index).set_local_state(NodeState::Synced);
+    }
+    cluster.run(10);
+    cluster.node(0).report_apply_queue(1_000);
+    cluster.run(10);
+    assert!(cluster.node(1).status().paused);
+    let held = cluster.node(1).submit(large.clone());
+    assert!(cluster.node(1).cancel(held), "no chunk of it was sent");
+    assert_eq!(cluster.node(1).status().pending_submissions, 0);
+}

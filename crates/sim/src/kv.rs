@@ -26,6 +26,8 @@ pub enum Op {
         /// Table name.
         table: String,
     },
+    /// Bytes that change nothing: they make a write-set large enough to travel in chunks.
+    Filler(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// Encodes a transaction's changes as write-set data.
@@ -82,6 +84,7 @@ impl KvDb {
                         },
                     );
                 }
+                Op::Filler(_) => {}
                 Op::Truncate { table } => {
                     if let Some(newer) = self
                         .rows

@@ -1197,6 +1197,13 @@ impl Simulation {
                 let parent = format!("r{}", self.rng.gen_range(0..12));
                 keys.push(Key::new(&["db", "t0", parent.as_str()], KeyType::Reference));
             }
+            if !probe && self.rng.gen_range(0..100) == 0 {
+                // A large write-set: it travels and is ordered in several chunks.
+                let size = self
+                    .rng
+                    .gen_range(group::CHUNK_BYTES..3 * group::CHUNK_BYTES);
+                ops.push(Op::Filler(vec![0x5a; size]));
+            }
         }
         let node = &mut self.nodes[slot];
         let write_set = WriteSet {

@@ -18,6 +18,9 @@ use crate::{lock, Shared, TransportOptions};
 /// Initial (and usual) size of a reader's buffer.
 const READ_BUFFER: usize = 256 << 10;
 
+/// A read buffer that grew up to this size is kept for the life of the connection.
+const KEEP_READ_BUFFER: usize = 16 << 20;
+
 /// Inbound connections and their reader threads.
 #[derive(Default)]
 pub(crate) struct Connections {
@@ -158,8 +161,10 @@ fn read_loop(mut stream: TcpStream, peer: SocketAddr, events: &SyncSender<Event>
         match needed {
             // A frame bigger than the buffer: grow to hold it (frame_len bounds it).
             Some(len) if len > buffer.len() => buffer.resize(len, 0),
-            // After a big frame, go back to the usual size.
-            None if buffer.len() > READ_BUFFER && filled <= READ_BUFFER => {
+            // After a huge frame, go back to the usual size. A buffer that grew for ordinary
+            // large messages (chunks of big write-sets, Raft appends) stays: growing it
+            // again for every such frame zeroes megabytes each time.
+            None if buffer.len() > KEEP_READ_BUFFER && filled <= READ_BUFFER => {
                 buffer.truncate(READ_BUFFER);
                 buffer.shrink_to_fit();
             }
