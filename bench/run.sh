@@ -13,15 +13,20 @@ Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR
                     [--base-port-a P] [--base-port-b P] [--base-port-c P]
 
   --quick          one repetition, oltp_write_only at 8 threads, 10 s runs, short
-                   frozen-node and failover runs (finishes in under 10 minutes)
+                   frozen-node and failover runs, a smaller large-trx table (finishes in
+                   under 10 minutes, plus about 3 for large-trx)
   --provider-a     provider A (default: target/release/libtrireme.so)
   --provider-b     provider B (default: /usr/lib/galera/libgalera_smm.so)
   --out DIR        where report.md, plots and raw results go (default: bench-out/<timestamp>)
   --only LIST      comma-separated subset of the scenarios
-                   write-node1, write-spread, overhead, frozen, failover, ist, and sst (SST
-                   of provider A under load by the trireme, rsync and mariabackup methods,
-                   with tar and cp as ceilings: 2 x 100,000 rows quick, 8 x 1,000,000 rows
-                   otherwise, about 15 minutes; not run unless named)
+                   write-node1, write-spread, overhead, frozen, failover, ist, large-trx
+                   (a DELETE of 800,000 of 1,000,000 rows, quick 160,000 of 200,000, in one
+                   transaction without streaming replication and with fragments of 1000
+                   and 10000 rows, under oltp_write_only on another node; about 8 minutes,
+                   quick 3), and sst (SST of provider A under load by the trireme, rsync
+                   and mariabackup methods, with tar and cp as ceilings: 2 x 100,000 rows
+                   quick, 8 x 1,000,000 rows otherwise, about 15 minutes; not run unless
+                   named)
   --seconds N      length of each write-path and standalone run (default 30, quick 10)
   --reps N         repetitions of every run (default 3, quick 1)
   --base-port-a/b/c P
@@ -42,7 +47,7 @@ quick=0
 provider_a=$root/target/release/libtrireme.so
 provider_b=/usr/lib/galera/libgalera_smm.so
 out=""
-only="write-node1,write-spread,overhead,frozen,failover,ist"
+only="write-node1,write-spread,overhead,frozen,failover,ist,large-trx"
 seconds=""
 reps=""
 port_a=23300
@@ -69,7 +74,7 @@ done
 
 for scenario in ${only//,/ }; do
   case $scenario in
-    write-node1|write-spread|overhead|frozen|failover|ist|sst) ;;
+    write-node1|write-spread|overhead|frozen|failover|ist|large-trx|sst) ;;
     *) echo "run.sh: unknown scenario '$scenario' in --only" >&2; exit 2 ;;
   esac
 done
@@ -78,8 +83,10 @@ selected() { [[ ",$only," == *",$1,"* ]]; }
 # Run lengths. The full plan is 2 workloads x 2 thread counts x 2 placements x 2 providers
 # x 3 repetitions x 30 s (24 min) + standalone ceiling 2 x 2 x 3 x 30 s (6 min) + frozen and
 # failover 2 x 2 x 3 x 25 s (5 min) = 35 min of load; setup, quiescing and rejoins add about
-# 13 min (48 min in all). No run starts after limit_s, and every wait ends 60 s before the
-# cap at the latest (see capped), which leaves time for the teardown and the report.
+# 13 min (48 min in all). The large transaction comes on top, with a time budget of its own
+# (large_s, added to limit_s and, half as much again, to the cap). No run starts after
+# limit_s, and every wait ends 60 s before the cap at the latest (see capped), which leaves
+# time for the teardown and the report.
 if [ "$quick" = 1 ]; then
   reps=${reps:-1}; seconds=${seconds:-10}
   workloads=(oltp_write_only); thread_counts=(8)
@@ -88,6 +95,8 @@ if [ "$quick" = 1 ]; then
   limit_s=480; cap_min=10; rejoin_s=60
   ist_write_sets=20000; ist_appliers="1 4"
   sst_tables=2; sst_table_size=100000
+  # Measured on a 2-core machine: 2.5 min.
+  large_rows=200000; large_from=40000; large_s=300
 else
   reps=${reps:-3}; seconds=${seconds:-30}
   workloads=(oltp_write_only oltp_read_write); thread_counts=(8 32)
@@ -96,6 +105,12 @@ else
   limit_s=3300; cap_min=60; rejoin_s=120
   ist_write_sets=100000; ist_appliers="1 2 4"
   sst_tables=8; sst_table_size=1000000
+  # Measured on a 2-core machine: 7.6 min, one cluster rebuilt after a failed DELETE included.
+  large_rows=1000000; large_from=200000; large_s=780
+fi
+large_variants="none rows1000 rows10000"
+if selected large-trx; then
+  limit_s=$(( limit_s + large_s )); cap_min=$(( cap_min + large_s * 3 / 2 / 60 ))
 fi
 placements=()
 selected write-node1 && placements+=(node1)
@@ -602,6 +617,7 @@ runs=$(( runs + reps * 2 * disturbances ))
 # About 30 s per cluster to create and prepare, 5 s of snapshots and quiescing per run and
 # 30 s of rejoin per disturbance run (measured on a 2-core machine).
 estimate_s=$(( load_s + 30 * (2 + ceiling) + 5 * runs + 30 * reps * 2 * disturbances ))
+selected large-trx && estimate_s=$(( estimate_s + large_s ))
 
 kv "$m" mode "$([ "$quick" = 1 ] && echo quick || echo full)"
 kv "$m" command "$invocation"
@@ -612,6 +628,7 @@ kv "$m" tables "$tables"; kv "$m" table_size "$table_size"
 kv "$m" frozen "run $frozen_total s, node 3 SIGSTOP at $frozen_at s, SIGCONT at $((frozen_at + frozen_hold)) s"
 kv "$m" failover "run $failover_total s, node 2 SIGKILL at $failover_at s"
 kv "$m" rejoin_s "$rejoin_s"
+kv "$m" large_trx "DELETE of rows $large_from..$large_rows, variants $large_variants"
 kv "$m" provider_a "$provider_a"; kv "$m" provider_b "$provider_b"
 kv "$m" provider_a_sha256 "$(sha256sum "$provider_a" | cut -c1-16)"
 kv "$m" provider_b_sha256 "$(sha256sum "$provider_b" | cut -c1-16)"
@@ -678,6 +695,20 @@ if selected ist; then
     run_bounded "$(capped 1800)" "$log_file" \
     "$root/bench/scripts/ist_pair.sh" "$ist_write_sets" "$ist_appliers" \
     || incident "the IST scenario failed: see run.log"
+fi
+
+# The large transaction runs a pair of clusters of its own (bench/scripts/large_trx_pair.sh),
+# on the IST scenario's ports, which are free again by now.
+if selected large-trx && ! budget_allows "$large_s"; then
+  incident "skipped the large-transaction scenario: the time budget is spent"
+elif selected large-trx; then
+  log "large transaction: DELETE of rows $large_from..$large_rows, variants $large_variants"
+  record_cmd "large-trx" "$root/bench/scripts/large_trx_pair.sh" "$large_rows" "$large_from" "$large_variants"
+  TRIREME_BENCH_OUT=$out TRIREME_CLI=$trireme LARGE_PROVIDER_A=$provider_a \
+    LARGE_PROVIDER_B=$provider_b LARGE_PORT_A=$((port_a + 3000)) LARGE_PORT_B=$((port_b + 3000)) \
+    run_bounded "$(capped $(( large_s * 3 / 2 )))" "$log_file" \
+    "$root/bench/scripts/large_trx_pair.sh" "$large_rows" "$large_from" "$large_variants" \
+    || incident "the large-transaction scenario failed or its nodes ended different: see run.log"
 fi
 
 # SST runs a cluster of its own (bench/scripts/sst_pair.sh), one method after another.

@@ -300,6 +300,16 @@ def load_samples(run):
     return [s for s in run.sb["samples"] if s["thds"] >= threads]
 
 
+def longest_zero_run(samples):
+    """The most consecutive per-second samples without a single commit, i.e. the longest
+    stall of the load in whole seconds."""
+    longest = current = 0
+    for s in samples:
+        current = current + 1 if s["tps"] < ZERO_TPS else 0
+        longest = max(longest, current)
+    return longest
+
+
 def disturbance_metrics(run):
     if not run.ok:
         return {}
@@ -317,11 +327,7 @@ def disturbance_metrics(run):
         before = [s["tps"] for s in samples if 2 <= s["t"] <= hit]
         if before:
             m["pre_tps"] = statistics.median(before)
-        longest = current = 0
-        for s in samples:
-            current = current + 1 if s["tps"] < ZERO_TPS else 0
-            longest = max(longest, current)
-        m["zero_run"] = longest
+        m["zero_run"] = longest_zero_run(samples)
         after = [s for s in samples if s["t"] > hit]
         if m.get("pre_tps") and after:
             low = [s for s in after if s["tps"] < 0.5 * m["pre_tps"]]
@@ -712,6 +718,242 @@ def sst_section(add, path, number):
     return figures
 
 
+# Targets of the streaming-replication issue for a large transaction.
+SR_TIME_TARGET = 1.1
+ZERO_RUN_TARGET = 0
+
+
+def read_large_trx(path):
+    """large-trx.tsv (side, variant, what, value) as {(side, variant): {what: value}}; the
+    parameters are under ("run", "-")."""
+    figures = {}
+    for line in path.read_text().splitlines()[1:]:
+        cells = line.split("\t")
+        if len(cells) == 4:
+            figures.setdefault((cells[0], cells[1]), {})[cells[2]] = cells[3]
+    return figures
+
+
+def large_trx_metrics(out, f, threads):
+    """What the load on node 2 did around one DELETE: sysbench's samples (counted from its
+    threads' start; sample t covers second t-1..t) against the DELETE's offsets."""
+    m = {}
+    for key in ("delete_ms", "apply_tail_s", "node1_writesets", "node1_bytes"):
+        m[key] = to_float(f.get(key))
+    if m["delete_ms"] is not None:
+        m["delete_s"] = m["delete_ms"] / 1000.0
+    start, end = to_float(f.get("delete_start_s")), to_float(f.get("delete_end_s"))
+    load = out / f.get("load_file", "-")
+    if start is None or end is None or not load.is_file():
+        return m
+    samples = [s for s in parse_sysbench(load.read_text(errors="replace"))["samples"]
+               if s["thds"] >= threads]
+    before = [s["tps"] for s in samples if 2 <= s["t"] <= start]
+    if before:
+        m["tps_before"] = statistics.median(before)
+    # Every second that overlaps the DELETE, so that a DELETE shorter than a second still
+    # has one.
+    during = [s["tps"] for s in samples if s["t"] > start and s["t"] - 1 < end]
+    if during:
+        m["tps_during"] = statistics.mean(during)
+    window = [s for s in samples if s["t"] > start]
+    if window:
+        m["zero_run"] = longest_zero_run(window)
+        m["window_s"] = len(window)
+        m["errors"] = sum(s["err"] for s in window)
+    return m
+
+
+def large_trx_section(add, out, path, number, names, have_plots, plots):
+    """The streaming-replication section from bench/scripts/large_trx_pair.sh's
+    large-trx.tsv; returns its figures."""
+    figures = read_large_trx(path)
+    run = figures.get(("run", "-"), {})
+    # Run on its own, without run.sh's meta.env, the script's own record names the providers.
+    names = dict(names)
+    for side in SIDES:
+        recorded = figures.get((side, "-"), {}).get("provider")
+        if names[side] == side and recorded:
+            names[side] = provider_name(recorded)
+    variants = run.get("variants", "").split()
+    threads = int(to_float(run.get("load_threads")) or 0)
+    rows, start = run.get("rows", "?"), run.get("delete_from", "?")
+    add(f"## {number}. Large transaction with and without streaming replication")
+    add("")
+    add(f"Table `sr.t (id INT PRIMARY KEY, k INT, c CHAR(120), pad CHAR(60))` with {rows} "
+        f"rows on a 3-node cluster per provider. Per variant, node 1 runs "
+        f"`DELETE FROM sr.t WHERE id >= {start}` as one autocommit statement "
+        "(none: `wsrep_trx_fragment_size=0`; rowsN: `wsrep_trx_fragment_unit='rows'`, "
+        f"`wsrep_trx_fragment_size=N`) while {run.get('load', '?')} runs (stock sysbench "
+        "script, `--mysql-ignore-errors=all`, 1-s reports), "
+        f"from {run.get('pre_s', '?')} s before the DELETE until {run.get('post_s', '?')} s "
+        "after it and at least 2 s after the apply tail. The deleted rows are put back "
+        "(untimed) and all nodes checked equal before each variant; the variants alternate "
+        "A/B. DELETE s: wall time of the statement (commit included). Longest zero-tps run: "
+        "consecutive 1-s samples of the load without a commit, from the DELETE's start to "
+        "the end of the load. Apply tail: from the DELETE's end until nodes 2 and 3 have "
+        "committed everything node 1 had then (polled every 0.1 s). Write-sets: replicated "
+        "by node 1 during the DELETE (the fragments under SR); MB: their bytes "
+        "(wsrep_replicated_bytes, 10^6). Checksums: row count and "
+        "CHECKSUM TABLE sr.t equal on the 3 nodes once quiet (waited for up to 120 s). "
+        "Command: `bench/scripts/large_trx_pair.sh`.")
+    add("")
+    add(f"Targets (from the issue): an SR DELETE takes at most {SR_TIME_TARGET}× the no-SR "
+        f"DELETE of the same provider, and the concurrent load has {ZERO_RUN_TARGET} "
+        "zero-tps seconds.")
+    add("")
+    metrics = {}
+    for side in SIDES:
+        for variant in variants:
+            f = figures.get((side, variant))
+            if f is not None:
+                m = metrics[(side, variant)] = large_trx_metrics(out, f, threads)
+                # A DELETE that failed or was given up on has no duration to compare.
+                m["failed"] = f.get("delete_rc", "0") != "0" or bool(f.get("result"))
+                if m["failed"]:
+                    m.pop("delete_s", None)
+    add("| provider | variant | DELETE s | / no-SR | write-sets | MB | longest zero-tps run (s) "
+        "| tps before | tps during DELETE | apply tail (s) | checksums equal | targets |")
+    add("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for side in SIDES:
+        base = metrics.get((side, "none"), {}).get("delete_s")
+        for variant in variants:
+            f = figures.get((side, variant))
+            if f is None:
+                add(f"| {names[side]} | {variant} | not run | | | | | | | | | |")
+                continue
+            m = metrics[(side, variant)]
+            failed = m["failed"]
+            rel = (m["delete_s"] / base
+                   if variant != "none" and base and m.get("delete_s") is not None else None)
+            m["sr_ratio"] = rel
+            verdict = ["DELETE failed"] if failed else []
+            if rel is not None:
+                verdict.append("time " + ("met" if rel <= SR_TIME_TARGET else "missed"))
+            if m.get("zero_run") is not None:
+                verdict.append("stall " + ("met" if m["zero_run"] <= ZERO_RUN_TARGET
+                                           else "missed"))
+            add(f"| {names[side]} | {variant} | {fmt_num(m.get('delete_s'), 2)} | "
+                f"{'—' if variant == 'none' else fmt_ratio(rel)} | "
+                f"{fmt_num(m.get('node1_writesets'), 0)} | "
+                f"{fmt_num(None if m.get('node1_bytes') is None else m['node1_bytes'] / 1e6, 1)} | "
+                f"{fmt_num(m.get('zero_run'), 0)} | "
+                f"{fmt_num(m.get('tps_before'), 1)} | {fmt_num(m.get('tps_during'), 1)} | "
+                f"{fmt_num(m.get('apply_tail_s'), 2)} | {f.get('checksums_equal', 'n/a')} | "
+                f"{', '.join(verdict) or 'n/a'} |")
+    add("")
+    add(f"{names['A']} / {names['B']} (A/B; below 1 is better for A in every column but tps):")
+    add("")
+    add("| variant | DELETE s A/B | apply tail A/B | tps during DELETE A/B | "
+        "zero-tps run A / B (s) |")
+    add("|---|---:|---:|---:|---|")
+
+    def quotient(variant, key):
+        a = metrics.get(("A", variant), {}).get(key)
+        b = metrics.get(("B", variant), {}).get(key)
+        return None if a is None or b is None or b == 0 else a / b
+
+    for variant in variants:
+        za = metrics.get(("A", variant), {}).get("zero_run")
+        zb = metrics.get(("B", variant), {}).get("zero_run")
+        add(f"| {variant} | {fmt_ratio(quotient(variant, 'delete_s'))} | "
+            f"{fmt_ratio(quotient(variant, 'apply_tail_s'))} | "
+            f"{fmt_ratio(quotient(variant, 'tps_during'))} | "
+            f"{fmt_num(za, 0)} / {fmt_num(zb, 0)} |")
+    add("")
+    notes = []
+    for side in SIDES:
+        f = figures.get((side, "-"), {})
+        if f.get("result"):
+            notes.append(f"{names[side]}: {f['result']}")
+        for variant in variants:
+            f = figures.get((side, variant))
+            if f is None:
+                continue
+            where = f"{names[side]} {variant}"
+            if f.get("result"):
+                notes.append(f"{where}: {f['result']}")
+            if f.get("delete_error"):
+                notes.append(f"{where}: the DELETE failed: `{f['delete_error']}`")
+            if f.get("checksums_equal") == "no":
+                notes.append(f"{where}: nodes not equal after 120 s: {f.get('not_equal', '?')}")
+            elif f.get("checksums_equal") == "n/a":
+                notes.append(f"{where}: nodes not compared: {f.get('not_equal', '?')}")
+            if f.get("rebuilt_before"):
+                notes.append(f"{where}: the cluster was not 3 Synced nodes before this variant "
+                             "and was built anew (new datadirs, table filled again)")
+            if f.get("errorlog_panics", "0") != "0":
+                notes.append(f"{where}: {f['errorlog_panics']} panic(s) in the nodes' error "
+                             f"logs, the first: `{f.get('errorlog_first_panic', '?').strip()}`")
+            if f.get("errorlog_first_error"):
+                notes.append(f"{where}: first [ERROR] line: `{f['errorlog_first_error']}`")
+            left = f.get("streaming_log_rows", "").split()
+            if any(x != "0" for x in left):
+                notes.append(f"{where}: rows left in mysql.wsrep_streaming_log per node: "
+                             + " ".join(left))
+            errs, warns = f.get("errorlog_errors", "0"), f.get("errorlog_warnings", "0")
+            if errs != "0" or warns != "0":
+                notes.append(f"{where}: the nodes' error logs gained {errs} [ERROR] and "
+                             f"{warns} [Warning] lines (other than aborted connections; "
+                             f"large-trx-{side}-{variant}-errorlogs.txt)")
+            errors = metrics[(side, variant)].get("errors")
+            if errors:
+                notes.append(f"{where}: the load saw about {errors:.0f} errors from the "
+                             "DELETE's start on (sum of err/s; deadlocks included)")
+    fills = [f"{names[s]} {figures[(s, '-')]['fill_s']} s" for s in SIDES
+             if "fill_s" in figures.get((s, "-"), {})]
+    if fills:
+        notes.append("initial fill of sr.t (100,000 rows per transaction): " + ", ".join(fills))
+    for side in SIDES:
+        version = figures.get((side, "-"), {}).get("provider_version")
+        if version:
+            notes.append(f"{names[side]} reports wsrep_provider_version {version}")
+    if notes:
+        for note in notes:
+            add(f"- {note}")
+        add("")
+    if have_plots and metrics:
+        plots.append(plot_large_trx(out, figures, variants, threads, names))
+        add("![large transaction](large_trx_tps.png)")
+        add("")
+    return {f"{side}/{variant}": m for (side, variant), m in metrics.items()}
+
+
+def plot_large_trx(out, figures, variants, threads, names):
+    """The load's tps per second around each DELETE, time counted from the DELETE's start;
+    the DELETE itself shaded."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(variants), 1, figsize=(9, 2.6 * len(variants) + 0.6),
+                             squeeze=False)
+    for ax, variant in zip(axes[:, 0], variants):
+        for side in SIDES:
+            f = figures.get((side, variant))
+            start = to_float(f.get("delete_start_s")) if f else None
+            end = to_float(f.get("delete_end_s")) if f else None
+            load = out / f.get("load_file", "-") if f else None
+            if start is None or load is None or not load.is_file():
+                continue
+            samples = [s for s in parse_sysbench(load.read_text(errors="replace"))["samples"]
+                       if s["thds"] >= threads]
+            ax.plot([s["t"] - start for s in samples], [s["tps"] for s in samples],
+                    color=COLORS[side], label=f"{side}: {names[side]}", marker=".")
+            if end is not None:
+                ax.axvspan(0, end - start, color=COLORS[side], alpha=0.12)
+        ax.set_title(f"{variant}: load on node 2 (DELETE on node 1 shaded)", fontsize=9)
+        ax.set_ylabel("tps")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[-1, 0].set_xlabel("seconds since the DELETE started (a sample covers the second "
+                           "before)")
+    fig.tight_layout()
+    name = "large_trx_tps.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: report.py OUT")
@@ -914,11 +1156,15 @@ def main():
         results["sst"] = sst_section(add, sst_tsv, number)
         number += 1
 
-    add(f"## {number}. To come")
-    add("")
-    add("Streaming replication of large transactions is not measured yet: it depends on "
-        "provider features that other issues track, and will be added here as a scenario.")
-    add("")
+    large_tsv = out / "large-trx.tsv"
+    if large_tsv.is_file():
+        results["large_trx"] = large_trx_section(add, out, large_tsv, number, names,
+                                                 have_plots, plots)
+    else:
+        add(f"## {number}. Large transaction with and without streaming replication")
+        add("")
+        add("Not run (`bench/run.sh --only large-trx`).")
+        add("")
 
     # Command lines and configuration
     add("## Command lines and configuration")

@@ -312,6 +312,9 @@ pub struct GroupNode {
     /// the middle of handling a Raft Ready.
     rejoin_due: bool,
     last_snapshot_index: u64,
+    /// A snapshot was due (a membership change) but put off while a chunked write-set was
+    /// being reassembled: taken at the first chance.
+    snapshot_due: bool,
     /// Causal reads asked of Raft and not answered yet: request id -> tick of the last ask.
     causal_asked: BTreeMap<u64, u64>,
     /// Causal reads whose read index is known: answered once that index is applied.
@@ -443,6 +446,7 @@ impl GroupNode {
             closed: false,
             rejoin_due: false,
             last_snapshot_index: applied,
+            snapshot_due: false,
             causal_asked: BTreeMap::new(),
             causal_ready: Vec::new(),
         };
@@ -1699,15 +1703,32 @@ impl GroupNode {
         }
     }
 
+    /// Snapshots the group state at `index`, unless chunks of a write-set are being
+    /// reassembled: the snapshot would carry them (up to a whole write-set, past what one
+    /// message may hold), so it waits until they are complete (`snapshot_due`).
     fn take_snapshot(&mut self, index: u64, term: u64) {
-        let data = self.state.encode();
-        self.raw.mut_store().record_snapshot(index, term, data);
-        self.last_snapshot_index = index;
+        if !self.state.partial.is_empty() {
+            self.snapshot_due = true;
+            return;
+        }
+        match self.state.try_encode() {
+            Ok(data) => {
+                self.raw.mut_store().record_snapshot(index, term, data);
+                self.last_snapshot_index = index;
+                self.snapshot_due = false;
+            }
+            Err(error) => {
+                tracing::error!(%error, index, "group state snapshot not taken");
+                self.snapshot_due = true;
+            }
+        }
     }
 
     fn maybe_compact(&mut self) {
         let applied = self.raw.raft.raft_log.applied;
-        if applied >= self.last_snapshot_index + self.config.snapshot_interval_entries {
+        if self.snapshot_due
+            || applied >= self.last_snapshot_index + self.config.snapshot_interval_entries
+        {
             let term =
                 raft::Storage::term(self.raw.store(), applied).expect("applied is in the log");
             self.take_snapshot(applied, term);

@@ -362,6 +362,12 @@ impl GroupState {
         bincode_encode(self)
     }
 
+    /// Encodes the state for a Raft snapshot; an error if it exceeds what a message may
+    /// carry.
+    pub fn try_encode(&self) -> Result<Vec<u8>, WireError> {
+        crate::wire::bincode_try_encode(self)
+    }
+
     /// Decodes the state from a Raft snapshot.
     pub fn decode(bytes: &[u8]) -> Result<GroupState, WireError> {
         bincode_decode(bytes)

@@ -212,6 +212,14 @@ pub(crate) fn bincode_encode<T: Serialize>(value: &T) -> Vec<u8> {
         .expect("bincode encoding of an in-memory value")
 }
 
+/// Serializes a value with the bounded options; an error if it exceeds [`BODY_LEN_MAX`].
+pub(crate) fn bincode_try_encode<T: Serialize>(value: &T) -> Result<Vec<u8>, WireError> {
+    use bincode::Options;
+    bincode_options()
+        .serialize(value)
+        .map_err(|e| WireError::Malformed(e.to_string()))
+}
+
 /// Deserializes a value, refusing oversized lengths and trailing bytes.
 pub(crate) fn bincode_decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, WireError> {
     use bincode::Options;

@@ -2010,6 +2010,15 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
     for sender in dispatcher.senders.drain(..) {
         let _ = sender.join();
     }
+    // Deliveries end only after `disconnect` (closing), unless the group member's thread
+    // died. A node that looks synced but takes no part in the order would leave every
+    // commit waiting for certification forever: stop instead, with the cause in the log.
+    if !lock(&shared.inner).closing {
+        shared.app.fatal(
+            "the group communication thread stopped unexpectedly (its error is logged above); \
+             this node can no longer replicate and stops",
+        );
+    }
 }
 
 impl Dispatcher {
