@@ -896,6 +896,14 @@ def large_trx_section(add, out, path, number, names, have_plots, plots):
                 notes.append(f"{where}: the nodes' error logs gained {errs} [ERROR] and "
                              f"{warns} [Warning] lines (other than aborted connections; "
                              f"large-trx-{side}-{variant}-errorlogs.txt)")
+            conflicts = [f"{f[key]} {label}" for key, label in
+                         (("node1_cert_failures", "certification failure(s)"),
+                          ("node1_bf_aborts", "brute-force abort(s)"))
+                         if f.get(key, "0") not in ("0", "")]
+            if conflicts:
+                notes.append(f"{where}: node 1 counted " + " and ".join(conflicts)
+                             + " during the DELETE (the server rolls the statement back and "
+                             "retries it once: see the write-set count)")
             errors = metrics[(side, variant)].get("errors")
             if errors:
                 notes.append(f"{where}: the load saw about {errors:.0f} errors from the "

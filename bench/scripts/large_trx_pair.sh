@@ -340,6 +340,11 @@ run_variant() { # side variant
   local repl0 bytes0 t_d0 t_d1 rc=0
   repl0=$(status_of "$side" 1 wsrep_replicated)
   bytes0=$(status_of "$side" 1 wsrep_replicated_bytes)
+  # A DELETE that failed certification or was brute-force aborted is rolled back and, as an
+  # autocommit statement, retried by the server (wsrep_retry_autocommit): these say so.
+  local cert0 bf0
+  cert0=$(status_of "$side" 1 wsrep_local_cert_failures)
+  bf0=$(status_of "$side" 1 wsrep_local_bf_aborts)
   : > "$delete_out"
   local gave_up=$work/gave-up-$tag watch client
   t_d0=$(now_ns)
@@ -363,6 +368,9 @@ run_variant() { # side variant
   last=$(status_of "$side" 1 wsrep_last_committed)
   repl1=$(status_of "$side" 1 wsrep_replicated)
   bytes1=$(status_of "$side" 1 wsrep_replicated_bytes)
+  local cert1 bf1
+  cert1=$(status_of "$side" 1 wsrep_local_cert_failures)
+  bf1=$(status_of "$side" 1 wsrep_local_bf_aborts)
 
   # The apply tail: until nodes 2 and 3 have committed what node 1 had when the DELETE
   # returned (the DELETE itself and whatever the load committed before).
@@ -414,6 +422,12 @@ run_variant() { # side variant
   fi
   if [[ $bytes0 =~ ^[0-9]+$ && $bytes1 =~ ^[0-9]+$ ]]; then
     record "$side" "$variant" node1_bytes "$(( bytes1 - bytes0 ))"
+  fi
+  if [[ $cert0 =~ ^[0-9]+$ && $cert1 =~ ^[0-9]+$ ]]; then
+    record "$side" "$variant" node1_cert_failures "$(( cert1 - cert0 ))"
+  fi
+  if [[ $bf0 =~ ^[0-9]+$ && $bf1 =~ ^[0-9]+$ ]]; then
+    record "$side" "$variant" node1_bf_aborts "$(( bf1 - bf0 ))"
   fi
   record "$side" "$variant" load_file "$(basename "$load")"
 

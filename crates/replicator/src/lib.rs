@@ -281,6 +281,9 @@ struct LocalTrx {
     fragments: u64,
     /// The server rolled it back after fragments had been replicated (`rollback`).
     rolled_back: bool,
+    /// The `last_seen` of the write-set last submitted: certification needs the index
+    /// from here on.
+    last_seen: Seqno,
 }
 
 impl LocalTrx {
@@ -469,6 +472,19 @@ struct Inner {
 }
 
 impl Inner {
+    /// What this node reports as committed for the commit cut, below which every member
+    /// purges its certification index: no more than `committed`, and no more than the
+    /// `last_seen` of any local write-set still waiting for its order. A large write-set
+    /// takes long to order; had the cut passed its `last_seen` meanwhile, it would fail
+    /// certification as too old although nothing conflicted with it.
+    fn purge_floor(&self, committed: Seqno) -> Seqno {
+        self.trxs
+            .values()
+            .filter(|t| t.submitted && t.outcome.is_none())
+            .map(|t| t.last_seen)
+            .fold(committed, Seqno::min)
+    }
+
     /// Local write-sets sent to the group and not ordered yet (Galera's send queue).
     fn write_sets_in_flight(&self) -> usize {
         self.trxs
@@ -1163,7 +1179,7 @@ impl Replicator {
         let committed = self.last_committed().seqno;
         let inner = lock(&self.shared.inner);
         if let Some(runner) = inner.runner.as_ref() {
-            let _ = runner.report_committed(committed);
+            let _ = runner.report_committed(inner.purge_floor(committed));
             let _ = runner.report_apply_queue(inner.queue.len() as u64);
         }
     }
@@ -1201,6 +1217,7 @@ impl Replicator {
         }
         trx.conn_id = conn_id;
         trx.flags = trx_flags;
+        trx.last_seen = last_seen;
         let write_set = WriteSet {
             source: own,
             conn_id,
@@ -1922,6 +1939,7 @@ fn new_trx() -> LocalTrx {
         commit_done: false,
         fragments: 0,
         rolled_back: false,
+        last_seen: Seqno::UNDEFINED,
     }
 }
 
