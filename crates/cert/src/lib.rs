@@ -635,6 +635,8 @@ impl Certifier {
     }
 
     fn insert(&mut self, seqno: Seqno, ws: &WriteSet, paths: &[(PathHash, KeyType)]) {
+        // One resize for a large write-set instead of several as it is inserted.
+        self.index.reserve(paths.len());
         for &(path, key_type) in paths {
             self.index.entry(path).or_insert(Slots::EMPTY).0[key_type as usize] = seqno.0;
         }

@@ -53,6 +53,10 @@ const STALL_REPORT_AFTER: Duration = Duration::from_secs(10);
 /// Galera's default `repl.max_ws_size` (2 GiB - 1), until the provider sets its own.
 pub const DEFAULT_MAX_WRITE_SET_BYTES: u64 = (1 << 31) - 1;
 
+/// Write-sets at least this large are logged with how long this node took over them: a
+/// DBA looking for a stall finds the transaction that caused it.
+const LARGE_WRITE_SET_BYTES: usize = 16 << 20;
+
 /// The application protocol version MariaDB 10.11 needs in views.
 pub const PROTOCOL_VERSION: i32 = 4;
 
@@ -1158,7 +1162,15 @@ impl Replicator {
                     },
                     data: &write_set.data,
                 };
+                let applying = Instant::now();
                 let ok = app.apply(ctx, &action, exit_loop);
+                if write_set.data.len() >= LARGE_WRITE_SET_BYTES {
+                    let message = format!(
+                        "large write-set {seqno}: applied and committed in {:.1?}",
+                        applying.elapsed()
+                    );
+                    self.shared.app.log(LogLevel::Info, &message);
+                }
                 // The application leaves commit order inside apply; make sure the apply
                 // monitor is left even if it did not.
                 if lock(&self.shared.inner).entered_apply.remove(&seqno) {
@@ -2288,6 +2300,7 @@ impl Dispatcher {
             }
             return;
         }
+        let started = Instant::now();
         let write_set = match WriteSet::decode(payload) {
             Ok(write_set) => write_set,
             Err(error) => {
@@ -2300,10 +2313,49 @@ impl Dispatcher {
         };
         cert.purge_to(safe_seqno.min(cert.position()));
         let verdict = cert.certify(seqno, &write_set);
-        let index_size = cert.index_len();
-        let open_streams = cert.open_streams();
+        let certified = started.elapsed();
         let cached_verdict = verdict.depends_on().map_or(ist::FAILED_CERT, |d| d.0);
+        let (source, key_count) = (write_set.source, write_set.keys.len());
+        self.hand_out(
+            seqno,
+            local,
+            verdict,
+            write_set,
+            payload.len(),
+            applied_upto,
+        );
+        // The appliers (or the local transaction waiting for its verdict) may go on while
+        // this thread writes the cache: for a large write-set that takes a while, and
+        // nothing needs a seqno cached before it is applied.
+        self.shared.changed.notify_all();
+        let caching = Instant::now();
         self.cache_action(seqno, ist::ActionKind::WriteSet, cached_verdict, payload);
+        if payload.len() >= LARGE_WRITE_SET_BYTES {
+            let message = format!(
+                "large write-set {seqno} from {source}: {} MB, {key_count} keys; decoded and \
+                 certified in {certified:.1?}, cached in {:.1?}",
+                payload.len() >> 20,
+                caching.elapsed()
+            );
+            self.shared.app.log(LogLevel::Info, &message);
+        }
+    }
+
+    /// Records a certified write-set and hands it to its waiting local transaction or to
+    /// the appliers.
+    fn hand_out(
+        &mut self,
+        seqno: Seqno,
+        local: bool,
+        verdict: Verdict,
+        write_set: WriteSet,
+        payload_len: usize,
+        applied_upto: Seqno,
+    ) {
+        let (index_size, open_streams) = self
+            .certifier
+            .as_ref()
+            .map_or((0, (0, 0)), |c| (c.index_len(), c.open_streams()));
         let mut inner = lock(&self.shared.inner);
         inner.last_ordered = inner.last_ordered.max(seqno);
         inner.cert_index_size = index_size;
@@ -2361,7 +2413,7 @@ impl Dispatcher {
             }
             None => {
                 inner.counters.received += 1;
-                inner.counters.received_bytes += payload.len() as u64;
+                inner.counters.received_bytes += payload_len as u64;
                 let (depends_on, failed) = match verdict {
                     Verdict::Pass { depends_on } => (depends_on, false),
                     Verdict::Fail(_) => (seqno.prev(), true),
