@@ -412,7 +412,15 @@ unsafe extern "C" fn certify(
         };
         // SAFETY: checked non-null, the caller's handle.
         let trx_id = unsafe { (*ws_handle).trx_id };
-        certify_status(replicator.certify(conn_id, trx_id, flags), meta)
+        match replicator.certify(conn_id, trx_id, flags) {
+            // A streaming fragment before the last cannot be replayed: it fails, and the
+            // server rolls the whole transaction back (Galera answers the same).
+            CertifyOutcome::BfAborted(value) if flags & WSREP_FLAG_TRX_END == 0 => {
+                fill_meta(meta, &value);
+                WSREP_TRX_FAIL
+            }
+            outcome => certify_status(outcome, meta),
+        }
     })
 }
 
