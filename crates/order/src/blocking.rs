@@ -133,6 +133,14 @@ impl BlockingMonitor {
         }
     }
 
+    /// Enters `seqno` whatever interrupts were aimed at it: for a caller that must pass it
+    /// (an applier, or the replay of a victim whose abort already took effect). An
+    /// interrupt left behind by a brute-force abort would otherwise make the enter fail,
+    /// and leaving a seqno that never entered breaks the monitor.
+    pub fn enter_regardless(&self, seqno: Seqno, depends_on: Seqno) {
+        while self.enter(seqno, depends_on).is_err() {}
+    }
+
     /// Like [`BlockingMonitor::enter`], but gives up after `timeout`.
     pub fn enter_timeout(
         &self,

@@ -1101,8 +1101,8 @@ impl Replicator {
             } => self.donate(ctx, &request, wait_for, bypass),
             RecvEvent::Skip { seqno } => {
                 let monitors = self.monitors();
-                let _ = monitors.apply.enter(seqno, seqno.prev());
-                let _ = monitors.commit.enter(seqno, seqno.prev());
+                monitors.apply.enter_regardless(seqno, seqno.prev());
+                monitors.commit.enter_regardless(seqno, seqno.prev());
                 monitors.commit.leave(seqno);
                 monitors.apply.leave(seqno);
                 true
@@ -1113,8 +1113,8 @@ impl Replicator {
                 }
                 let monitors = self.monitors();
                 let seqno = view.state_id.seqno;
-                let _ = monitors.apply.enter(seqno, seqno.prev());
-                let _ = monitors.commit.enter(seqno, seqno.prev());
+                monitors.apply.enter_regardless(seqno, seqno.prev());
+                monitors.commit.enter_regardless(seqno, seqno.prev());
                 let ok = app.view(ctx, &view);
                 monitors.commit.leave(seqno);
                 monitors.apply.leave(seqno);
@@ -1141,7 +1141,7 @@ impl Replicator {
                         inner.counters.apply_waits += 1;
                     }
                 }
-                let _ = monitors.apply.enter(seqno, depends_on);
+                monitors.apply.enter_regardless(seqno, depends_on);
                 let cluster = {
                     let mut inner = lock(&self.shared.inner);
                     inner.entered_apply.insert(seqno);
@@ -1347,7 +1347,7 @@ impl Replicator {
                 }
                 lock(&shared.inner).entered_apply.insert(seqno);
                 if toi {
-                    let _ = monitors.commit.enter(seqno, seqno.prev());
+                    monitors.commit.enter_regardless(seqno, seqno.prev());
                     lock(&shared.inner).toi_by_conn.insert(conn_id, seqno);
                 }
                 CertifyOutcome::Committable(meta(depends_on))
@@ -1544,7 +1544,7 @@ impl Replicator {
         };
         let monitors = self.monitors();
         if !holds_slot {
-            let _ = monitors.apply.enter(seqno, depends_on);
+            monitors.apply.enter_regardless(seqno, depends_on);
             lock(&self.shared.inner).entered_apply.insert(seqno);
         }
         let action = ApplyAction {

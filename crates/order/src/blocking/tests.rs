@@ -251,3 +251,15 @@ fn a_broken_invariant_wakes_waiters_instead_of_hanging_them() {
     assert!(catch_unwind(AssertUnwindSafe(|| commit.last_left())).is_err());
     assert!(format!("{commit:?}").contains("commit"));
 }
+
+#[test]
+fn an_interrupt_nobody_consumed_does_not_stop_a_replay() {
+    // A victim aborted after its verdict arrived gives up before it ever waits at the apply
+    // monitor, so the interrupt stays; its replay must still enter and leave cleanly.
+    let apply = BlockingMonitor::new("apply", Policy::Apply, s(0), 16);
+    assert!(apply.interrupt(s(1)));
+    apply.enter_regardless(s(1), s(0));
+    apply.leave(s(1));
+    assert!(apply.is_left(s(1)));
+    apply.check_invariants();
+}
