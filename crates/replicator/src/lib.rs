@@ -396,6 +396,17 @@ impl RecvEvent {
     fn is_serial(&self) -> bool {
         !matches!(self, RecvEvent::Apply { .. } | RecvEvent::Skip { .. })
     }
+
+    /// Events that take a seqno in the server, which `pause` holds back: the server's
+    /// snapshot (an rsync SST, a backup) must be exactly the position `pause` returned.
+    fn is_ordered(&self) -> bool {
+        matches!(
+            self,
+            RecvEvent::Apply { .. }
+                | RecvEvent::Skip { .. }
+                | RecvEvent::View { ordered: true, .. }
+        )
+    }
 }
 
 struct Monitors {
@@ -451,6 +462,8 @@ struct Inner {
     toi_by_conn: HashMap<u64, Seqno>,
     queue: VecDeque<RecvEvent>,
     serial_running: bool,
+    /// The serial event running takes a seqno (an ordered view): `pause` waits for it.
+    ordered_serial_running: bool,
     applying_now: usize,
     paused: bool,
     desync_count: u64,
@@ -469,8 +482,6 @@ struct Inner {
     /// Streaming transactions open in the cluster, as this node's certification index
     /// tracks them, and their certified fragments.
     open_streams: (usize, u64),
-    /// The last primary view this node is a member of, as the server sees views.
-    primary_view: Option<ViewInfo>,
     /// Where the server stood when it connected (see `Replicator::start_position`).
     start_position: Option<Gtid>,
 }
@@ -565,6 +576,7 @@ impl Replicator {
             toi_by_conn: HashMap::new(),
             queue: VecDeque::new(),
             serial_running: false,
+            ordered_serial_running: false,
             applying_now: 0,
             paused: false,
             desync_count: 0,
@@ -578,7 +590,6 @@ impl Replicator {
             last_member_on_leave: None,
             cert_index_size: 0,
             open_streams: (0, 0),
-            primary_view: None,
             start_position: None,
         };
         Replicator {
@@ -1035,10 +1046,11 @@ impl Replicator {
                 let mut inner = lock(&shared.inner);
                 loop {
                     if let Some(front) = inner.queue.front() {
+                        let held = inner.paused && front.is_ordered();
                         let free = if front.is_serial() {
-                            inner.applying_now == 0 && !inner.serial_running
+                            inner.applying_now == 0 && !inner.serial_running && !held
                         } else {
-                            !inner.serial_running && !inner.paused
+                            !inner.serial_running && !held
                         };
                         if free {
                             break;
@@ -1054,6 +1066,7 @@ impl Replicator {
                 let event = inner.queue.pop_front().expect("front exists");
                 if event.is_serial() {
                     inner.serial_running = true;
+                    inner.ordered_serial_running = event.is_ordered();
                 } else {
                     inner.applying_now += 1;
                 }
@@ -1066,6 +1079,7 @@ impl Replicator {
                 let mut inner = lock(&shared.inner);
                 if serial {
                     inner.serial_running = false;
+                    inner.ordered_serial_running = false;
                 } else {
                     inner.applying_now -= 1;
                 }
@@ -1749,7 +1763,8 @@ impl Replicator {
         let mut inner = lock(&self.shared.inner);
         inner.paused = true;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while inner.applying_now > 0 && Instant::now() < deadline {
+        while (inner.applying_now > 0 || inner.ordered_serial_running) && Instant::now() < deadline
+        {
             let (guard, _) = self
                 .shared
                 .changed
@@ -2027,9 +2042,13 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         absent: BTreeMap::new(),
         member_uuid: None,
     };
+    let mut left_the_group = false;
     loop {
         match deliveries.recv_timeout(Duration::from_millis(50)) {
-            Ok(delivery) => dispatcher.handle(delivery),
+            Ok(delivery) => {
+                left_the_group |= matches!(delivery, Delivery::Closed);
+                dispatcher.handle(delivery);
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
@@ -2040,10 +2059,11 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
     for sender in dispatcher.senders.drain(..) {
         let _ = sender.join();
     }
-    // Deliveries end only after `disconnect` (closing), unless the group member's thread
-    // died. A node that looks synced but takes no part in the order would leave every
-    // commit waiting for certification forever: stop instead, with the cause in the log.
-    if !lock(&shared.inner).closing {
+    // Deliveries end after the member left the group (`Closed`) or `disconnect` stopped
+    // it, unless the group member's thread died. A node that looks synced but takes no
+    // part in the order would leave every commit waiting for certification forever: stop
+    // instead, with the cause in the log.
+    if !left_the_group && !lock(&shared.inner).closing {
         shared.app.fatal(
             "the group communication thread stopped unexpectedly (its error is logged above); \
              this node can no longer replicate and stops",
@@ -2150,9 +2170,6 @@ impl Dispatcher {
         inner.view_id = info.view_id;
         let was_primary = inner.primary;
         inner.primary = view.primary && view.own_index.is_some();
-        if inner.primary {
-            inner.primary_view = Some(info.clone());
-        }
         if view.ordered {
             inner.last_ordered = view.seqno;
         }
@@ -2650,20 +2667,12 @@ impl Dispatcher {
                 *monitors = Some(Arc::new(Monitors::at(received.seqno)));
             }
         }
-        // The server hears of the primary view it is a member of once what the transfer
-        // brought is applied (Galera delivers the joining view after IST as well): that is
-        // where it recovers the streaming transactions stored in its snapshot and rolls back
-        // those whose originator is gone. The view carries the position reached, so the
-        // server's checkpoint does not move back to the older view.
-        let mut inner = lock(&self.shared.inner);
-        if let Some(mut view) = rejoin_view.or_else(|| inner.primary_view.clone()) {
-            view.state_id.seqno = applied_upto;
-            inner.queue.push_back(RecvEvent::View {
+        if let Some(view) = rejoin_view {
+            lock(&self.shared.inner).queue.push_back(RecvEvent::View {
                 view,
                 ordered: false,
             });
         }
-        drop(inner);
         for delivery in std::mem::take(&mut self.held) {
             match delivery {
                 Delivery::WriteSet {
