@@ -224,12 +224,9 @@ pub const CHUNK_BYTES: usize = 256 << 10;
 /// on the next polls instead of queueing ahead of every other message to the leader.
 const SEND_BYTES_PER_POLL: usize = 4 << 20;
 
-/// A resend waits one more tick per this many payload bytes: a large write-set takes
-/// longer to order, and sending it again early only adds copies for the leader to drop.
-const RESEND_BYTES_PER_TICK: usize = 256 << 10;
-
 /// The wait before a resend doubles with each send to the same leader, up to this many
-/// times: over a live connection a resend is rarely needed at all.
+/// times: over a live connection a resend is rarely needed at all, and while a large
+/// write-set is being ordered early resends only add copies for the leader to drop.
 const MAX_RESEND_DOUBLINGS: u32 = 5;
 
 impl PendingSubmission {
@@ -241,9 +238,8 @@ impl PendingSubmission {
         if sent_leader != leader {
             return true;
         }
-        let size_ticks = (self.payload.len() / RESEND_BYTES_PER_TICK) as u64;
         let doublings = self.sends.saturating_sub(1).min(MAX_RESEND_DOUBLINGS);
-        tick >= sent_tick + ((resend_ticks + size_ticks) << doublings)
+        tick >= sent_tick + (resend_ticks << doublings)
     }
 }
 

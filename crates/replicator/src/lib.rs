@@ -281,8 +281,6 @@ struct LocalTrx {
     submitted: bool,
     /// True once its seqno left commit order.
     commit_done: bool,
-    /// Streaming replication: how many fragments of it were certified and committed here.
-    fragments: u64,
     /// The server rolled it back after fragments had been replicated (`rollback`).
     rolled_back: bool,
     /// The `last_seen` of the write-set last submitted: certification needs the index
@@ -308,7 +306,6 @@ impl LocalTrx {
         self.outcome = None;
         self.submitted = false;
         self.commit_done = false;
-        self.fragments += 1;
     }
 }
 
@@ -1964,7 +1961,6 @@ fn new_trx() -> LocalTrx {
         aborted_by: None,
         submitted: false,
         commit_done: false,
-        fragments: 0,
         rolled_back: false,
         last_seen: Seqno::UNDEFINED,
     }
