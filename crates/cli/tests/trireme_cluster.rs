@@ -24,21 +24,15 @@
 
 #![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
 
-use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use cli::{Cluster, Signal, UpOptions};
 
 mod common;
-use common::{assert_all_synced, new_cluster_dir, preflight, value, wait_consistent, NODES};
-
-fn provider() -> PathBuf {
-    std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(
-        || cli::default_provider().expect("libtrireme.so next to the test binary"),
-        PathBuf::from,
-    )
-}
+use common::{
+    assert_all_synced, new_cluster_dir, preflight, trireme_provider, value, wait_consistent, NODES,
+};
 
 fn insert_rows(cluster: &Cluster, node: usize, first: u32, count: u32) {
     let rows: Vec<String> = (first..first + count)
@@ -176,7 +170,7 @@ fn causal_reads_see_the_latest_commit(cluster: &Cluster) {
 
 #[test]
 fn a_three_node_cluster_on_trireme() {
-    let provider = provider();
+    let provider = trireme_provider();
     preflight(&provider);
     let started = Instant::now();
     let (guard, base_port) = new_cluster_dir();

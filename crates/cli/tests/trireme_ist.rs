@@ -8,25 +8,17 @@
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cli::{Cluster, UpOptions};
 
 mod common;
-use common::{new_cluster_dir, preflight, value, ClusterGuard};
+use common::{new_cluster_dir, preflight, trireme_provider, value, ClusterGuard};
 
 /// The tests of this file run one at a time: each runs a 3-node cluster, and both would
 /// otherwise pick the same free port range.
 static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn provider() -> PathBuf {
-    std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(
-        || cli::default_provider().expect("libtrireme.so next to the test binary"),
-        PathBuf::from,
-    )
-}
 
 fn status_var(cluster: &Cluster, node: usize, name: &str) -> String {
     let row = value(cluster, node, &format!("SHOW STATUS LIKE '{name}'"));
@@ -82,7 +74,7 @@ fn ist_cluster(
     let one = ONE_CLUSTER_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let provider = provider();
+    let provider = trireme_provider();
     preflight(&provider);
     let (guard, base_port) = new_cluster_dir();
     let mut options = UpOptions::new(guard.path());

@@ -4,19 +4,14 @@
 
 #![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
 
-use std::path::PathBuf;
-
 use cli::{Cluster, SstMethod, UpOptions};
 
 mod common;
-use common::{new_cluster_dir, preflight, value};
+use common::{new_cluster_dir, preflight, trireme_provider, value};
 
 #[test]
 fn a_joiner_gets_its_data_by_mariabackup() {
-    let provider: PathBuf = std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(
-        || cli::default_provider().expect("libtrireme.so next to the test binary"),
-        PathBuf::from,
-    );
+    let provider = trireme_provider();
     preflight(&provider);
     let (guard, base_port) = new_cluster_dir();
     let mut options = UpOptions::new(guard.path());

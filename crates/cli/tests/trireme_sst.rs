@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -18,18 +18,11 @@ use std::time::{Duration, Instant};
 use cli::{Cluster, SstMethod, UpOptions};
 
 mod common;
-use common::{new_cluster_dir, preflight, value};
+use common::{new_cluster_dir, preflight, trireme_provider, value};
 
 /// Every trireme donor of this cluster corrupts its 3rd data piece once, after computing its
 /// checksum (read by the donor's `wsrep_sst_trireme` from the server's environment).
 const CORRUPT_PIECE: &str = "3";
-
-fn provider() -> PathBuf {
-    std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(
-        || cli::default_provider().expect("libtrireme.so next to the test binary"),
-        PathBuf::from,
-    )
-}
 
 fn log_lines(cluster: &Cluster, node: usize) -> usize {
     cluster.error_log_tail(node, usize::MAX).lines().count()
@@ -148,7 +141,7 @@ fn wait_for_progress(cluster: &Cluster, fraction: f64) -> sst::progress::Progres
 
 #[test]
 fn trireme_sst_hot_resumable_checked_and_preflighted() {
-    let provider = provider();
+    let provider = trireme_provider();
     preflight(&provider);
     cli::sst_script_dir().expect("wsrep_sst_trireme is built (scripts/test.sh builds it)");
     let (guard, base_port) = new_cluster_dir();

@@ -5,12 +5,12 @@
 // These tests play MariaDB's applier and SST threads.
 #![allow(clippy::disallowed_methods)]
 
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base::{Gtid, KeyType, Seqno};
-use group::GroupConfig;
+mod common;
+use common::{free_port, settings, wait_for};
 use replicator::{
     Application, ApplyAction, CertifyOutcome, LogLevel, RecvContext, Replicator, ReplicatorError,
     SavedState, Settings, ViewInfo,
@@ -60,14 +60,6 @@ impl Application for FakeServer {
     fn log(&self, _: LogLevel, message: &str) {
         self.calls.lock().unwrap().push(format!("log {message}"));
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]
@@ -325,35 +317,6 @@ impl Application for TransferServer {
             .unwrap()
             .push(format!("log {} {message}", self.name));
     }
-}
-
-fn settings(name: &str) -> Settings {
-    let mut group = GroupConfig::default();
-    group.tick_interval_ns = 5_000_000;
-    let ist_address = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    Settings {
-        node_name: name.into(),
-        incoming_address: "127.0.0.1:3306".into(),
-        listen: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        group,
-        seed: name.bytes().map(u64::from).sum(),
-        causal_read_timeout: Duration::from_secs(5),
-        ist_address,
-        ist_bind: ist_address,
-        state_dir: None,
-        history: None,
-        gcache: None,
-    }
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..1_000 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[test]

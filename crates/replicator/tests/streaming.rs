@@ -5,14 +5,13 @@
 // These tests play MariaDB's applier threads.
 #![allow(clippy::disallowed_methods)]
 
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
 
 use base::{KeyType, Seqno};
-use group::GroupConfig;
+mod common;
+use common::{settings, wait_for};
 use replicator::{
-    Application, ApplyAction, CertifyOutcome, LogLevel, RecvContext, Replicator, Settings, ViewInfo,
+    Application, ApplyAction, CertifyOutcome, LogLevel, RecvContext, Replicator, ViewInfo,
 };
 use writeset::flags;
 
@@ -54,24 +53,6 @@ impl Application for Server {
     fn log(&self, _: LogLevel, _: &str) {}
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..1_000 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("timed out waiting for {what}");
-}
-
 fn stat(replicator: &Replicator, name: &str) -> String {
     replicator
         .stats()
@@ -105,22 +86,7 @@ fn replicate(replicator: &Replicator, trx: u64, trx_flags: u32) -> replicator::M
 #[test]
 fn fragments_continue_one_transaction_and_its_rollback_is_applied_everywhere() {
     let server = Arc::new(Server::default());
-    let mut group = GroupConfig::default();
-    group.tick_interval_ns = 5_000_000;
-    let ist_address = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let settings = Settings {
-        node_name: "node1".into(),
-        incoming_address: "127.0.0.1:3306".into(),
-        listen: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        group,
-        seed: 7,
-        causal_read_timeout: Duration::from_secs(5),
-        ist_address,
-        ist_bind: ist_address,
-        state_dir: None,
-        history: None,
-        gcache: None,
-    };
+    let settings = settings("node1");
     let replicator = Arc::new(Replicator::new(server.clone(), settings));
     server
         .replicator

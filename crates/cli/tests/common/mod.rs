@@ -2,7 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,15 @@ impl Drop for ClusterGuard {
             }
         }
     }
+}
+
+/// The Trireme provider under test: `TRIREME_TEST_PROVIDER`, else `libtrireme.so` next to
+/// the test binary.
+pub(crate) fn trireme_provider() -> PathBuf {
+    std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(
+        || cli::default_provider().expect("libtrireme.so next to the test binary"),
+        PathBuf::from,
+    )
 }
 
 pub(crate) fn preflight(provider: &Path) {
