@@ -59,7 +59,7 @@ fn workload() -> Vec<(WriteSet, i64)> {
                 last_seen: Seqno::UNDEFINED,
                 flags: flags::TRX_START | flags::TRX_END,
                 keys,
-                data: Vec::new(),
+                data: Vec::new().into(),
             };
             (ws, (rng.next() % 4) as i64)
         })

@@ -796,6 +796,9 @@ def large_trx_section(add, out, path, number, names, have_plots, plots):
         "by node 1 during the DELETE (the fragments under SR); MB: their bytes "
         "(wsrep_replicated_bytes, 10^6). Checksums: row count and "
         "CHECKSUM TABLE sr.t equal on the 3 nodes once quiet (waited for up to 120 s). "
+        "FC paused: wsrep_flow_control_paused_ns of node 2 over the whole load (ms), and "
+        "the pause requests (wsrep_flow_control_sent) of nodes 1/2/3. "
+        f"Server settings added to every node's my.cnf: `{run.get('server_options') or 'none'}`. "
         "Command: `bench/scripts/large_trx_pair.sh`.")
     add("")
     add(f"Targets (from the issue): an SR DELETE takes at most {SR_TIME_TARGET}× the no-SR "
@@ -813,14 +816,15 @@ def large_trx_section(add, out, path, number, names, have_plots, plots):
                 if m["failed"]:
                     m.pop("delete_s", None)
     add("| provider | variant | DELETE s | / no-SR | write-sets | MB | longest zero-tps run (s) "
-        "| tps before | tps during DELETE | apply tail (s) | checksums equal | targets |")
-    add("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+        "| tps before | tps during DELETE | apply tail (s) | FC paused ms | FC requests "
+        "| checksums equal | targets |")
+    add("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
     for side in SIDES:
         base = metrics.get((side, "none"), {}).get("delete_s")
         for variant in variants:
             f = figures.get((side, variant))
             if f is None:
-                add(f"| {names[side]} | {variant} | not run | | | | | | | | | |")
+                add(f"| {names[side]} | {variant} | not run | | | | | | | | | | | |")
                 continue
             m = metrics[(side, variant)]
             failed = m["failed"]
@@ -839,7 +843,9 @@ def large_trx_section(add, out, path, number, names, have_plots, plots):
                 f"{fmt_num(None if m.get('node1_bytes') is None else m['node1_bytes'] / 1e6, 1)} | "
                 f"{fmt_num(m.get('zero_run'), 0)} | "
                 f"{fmt_num(m.get('tps_before'), 1)} | {fmt_num(m.get('tps_during'), 1)} | "
-                f"{fmt_num(m.get('apply_tail_s'), 2)} | {f.get('checksums_equal', 'n/a')} | "
+                f"{fmt_num(m.get('apply_tail_s'), 2)} | {f.get('fc_paused_ms', 'n/a')} | "
+                f"{'/'.join(f.get(f'fc_sent_node{n}', '?') for n in (1, 2, 3))} | "
+                f"{f.get('checksums_equal', 'n/a')} | "
                 f"{', '.join(verdict) or 'n/a'} |")
     add("")
     add(f"{names['A']} / {names['B']} (A/B; below 1 is better for A in every column but tps):")

@@ -15,10 +15,16 @@
 #   TRIREME_CLI                           the trireme binary (default target/release/trireme)
 #   LARGE_PRE / LARGE_POST                seconds of load before the DELETE and after it (5, 5)
 #   LARGE_DELETE_TIMEOUT                  seconds the DELETE may take (default 1200)
+#   LARGE_SERVER_OPTIONS                  [mysqld] settings of every node of both clusters
+#                                         (default innodb_buffer_pool_size=1G: with the CLI's
+#                                         64M, sr.t and the streaming log do not fit, and the
+#                                         server's own reads from disk, not replication, set
+#                                         the times; "" keeps 64M)
 #
 # Per variant and provider: the DELETE's wall time; the apply tail (from the DELETE's end
 # until nodes 2 and 3 reach the wsrep_last_committed node 1 had at that moment, polled every
-# 0.1 s); the write-sets node 1 replicated during the DELETE (its fragments); row counts and
+# 0.1 s); the write-sets node 1 replicated during the DELETE (its fragments); flow control
+# over the whole load (ms node 2 saw the group paused, pause requests each node sent); row counts and
 # CHECKSUM TABLE sr.t of the three nodes once they are quiet (waited for up to 120 s). The load
 # runs on until 5 s after the DELETE and at least 2 s after the apply tail ended, so that a
 # stall of the load while the other nodes apply is seen whole. The per-second tps (and
@@ -49,6 +55,7 @@ declare -A provider=([A]=${LARGE_PROVIDER_A:-$target/release/libtrireme.so}
 declare -A port=([A]=${LARGE_PORT_A:-26300} [B]=${LARGE_PORT_B:-27300})
 pre_s=${LARGE_PRE:-5}; post_s=${LARGE_POST:-5}
 delete_limit=${LARGE_DELETE_TIMEOUT:-1200}
+server_options=${LARGE_SERVER_OPTIONS-innodb_buffer_pool_size=1G}
 tail_limit=600; converge_limit=120; chunk=100000
 sb_threads=8; sb_tables=4; sb_size=10000
 
@@ -74,6 +81,7 @@ record run - load "oltp_write_only ${sb_threads} threads on node 2, $sb_tables x
 record run - load_threads "$sb_threads"
 record run - pre_s "$pre_s"
 record run - post_s "$post_s"
+record run - server_options "$server_options"
 
 now_ns() { date +%s%N; }
 # Seconds from ns timestamp $1 to $2, three decimals.
@@ -147,6 +155,23 @@ sql() { # side node limit statements
 }
 status_of() { # side node variable; empty when the node does not answer
   { sql "$1" "$2" 5 "SHOW GLOBAL STATUS LIKE '$3'" 2>/dev/null | cut -f2; } || true
+}
+
+# Until process $3 ends (and for at most an hour): t (s from $2), node, recv queue, last
+# committed, flow-control paused ns, a line per node 2 and 3 every 0.25 s.
+sample_nodes() { # side t0 pid
+  local side=$1 t0=$2 pid=$3 n line end=$(( $(now_ns) + 3600 * 1000000000 ))
+  printf 't_s\tnode\trecv_queue\tlast_committed\tfc_paused_ns\n'
+  while kill -0 "$pid" 2>/dev/null && (( $(now_ns) < end )); do
+    for n in 2 3; do
+      line=$(sql "$side" "$n" 2 "SELECT GROUP_CONCAT(VARIABLE_VALUE ORDER BY VARIABLE_NAME
+        DESC SEPARATOR '\t') FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN
+        ('WSREP_LOCAL_RECV_QUEUE', 'WSREP_LAST_COMMITTED', 'WSREP_FLOW_CONTROL_PAUSED_NS')" \
+        2>/dev/null) || line=""
+      [ -n "$line" ] && printf '%s\t%s\t%s\n' "$(secs "$t0" "$(now_ns)")" "$n" "$line"
+    done
+    sleep 0.25
+  done
 }
 
 # Rows lo..hi of sr.t, 100,000 per autocommit INSERT (each one transaction, no SR); rows
@@ -231,7 +256,8 @@ setup() { # side
   # A torn-down cluster's ports may stay taken for a moment by connections still closing.
   for try in 1 2 3; do
     bounded 900 "$log" "$trireme" cluster up --nodes 3 --dir "$work/$side" \
-      --provider "${provider[$side]}" --base-port "${port[$side]}" --timeout 180 && break
+      --provider "${provider[$side]}" --base-port "${port[$side]}" --timeout 180 \
+      --server-options "$server_options" && break
     if [ "$try" = 3 ] || ! tail -n 5 "$log" | grep -q 'is in use'; then
       echo "cluster $side did not come up: see $log" >&2
       return 1
@@ -244,7 +270,14 @@ setup() { # side
   t0=$(now_ns)
   sql "$side" 1 60 "CREATE DATABASE sr; CREATE TABLE sr.t (id INT PRIMARY KEY, k INT,
       c CHAR(120), pad CHAR(60)) ENGINE=InnoDB" >>"$log" 2>&1 || return 1
-  fill "$side" 1 "$rows" || { echo "filling sr.t on $side failed: see $log" >&2; return 1; }
+  if ! fill "$side" 1 "$rows"; then
+    local n
+    for n in 1 2 3; do
+      cp "$work/$side/node$n/error.log" "$out/large-trx-setup-$side-node$n-error.log" 2>/dev/null || true
+    done
+    echo "filling sr.t on $side failed: see $log and large-trx-setup-$side-node*-error.log" >&2
+    return 1
+  fi
   record "$side" - fill_s "$(secs "$t0" "$(now_ns)")"
   sql "$side" 2 60 "CREATE DATABASE sbtest" >>"$log" 2>&1 || return 1
   bounded 600 "$log" sysbench oltp_write_only --db-driver=mysql --mysql-user=root \
@@ -335,6 +368,15 @@ run_variant() { # side variant
   done
   local t0
   t0=$(now_ns)
+  # Flow control over the whole load: the time the group was paused (as node 2, whose load
+  # it holds back, saw it) and the pause requests each node sent (who held the group).
+  local fc_paused0 fc_sent0=() n
+  fc_paused0=$(status_of "$side" 2 wsrep_flow_control_paused_ns)
+  for n in 1 2 3; do fc_sent0[n]=$(status_of "$side" "$n" wsrep_flow_control_sent); done
+  # Every 0.25 s while the load runs: what nodes 2 and 3 had ordered but not applied, their
+  # last committed seqno and the group's paused time, to place a stall in time.
+  sample_nodes "$side" "$t0" "$sb" > "$out/large-trx-$tag-trace.tsv" &
+  bg_pids+=("$!")
   sleep_until_ns $(( t0 + pre_s * 1000000000 ))
 
   local repl0 bytes0 t_d0 t_d1 rc=0
@@ -398,6 +440,17 @@ run_variant() { # side variant
   local t_end
   t_end=$(now_ns)
   stop_pid "$sb"
+  local fc_paused1 fc_sent1
+  fc_paused1=$(status_of "$side" 2 wsrep_flow_control_paused_ns)
+  if [[ $fc_paused0 =~ ^[0-9]+$ && $fc_paused1 =~ ^[0-9]+$ ]]; then
+    record "$side" "$variant" fc_paused_ms "$(( (fc_paused1 - fc_paused0) / 1000000 ))"
+  fi
+  for n in 1 2 3; do
+    fc_sent1=$(status_of "$side" "$n" wsrep_flow_control_sent)
+    if [[ ${fc_sent0[n]} =~ ^[0-9]+$ && $fc_sent1 =~ ^[0-9]+$ ]]; then
+      record "$side" "$variant" "fc_sent_node$n" "$(( fc_sent1 - fc_sent0[n] ))"
+    fi
+  done
 
   local ok=yes deleted
   deleted=$(tail -n 1 "$delete_out" | tr -d '[:space:]')

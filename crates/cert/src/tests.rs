@@ -33,7 +33,7 @@ fn ws(source: u8, last_seen: i64, flags: u32, keys: &[(&[&str], KeyType)]) -> Wr
             .iter()
             .map(|(parts, key_type)| writeset::Key::new(parts, *key_type))
             .collect(),
-        data: Vec::new(),
+        data: Vec::new().into(),
     }
 }
 
@@ -549,7 +549,7 @@ impl Op {
                     key_type: KeyType::from_u8(*t).expect("0..4"),
                 })
                 .collect(),
-            data: vec![],
+            data: vec![].into(),
         }
     }
 }

@@ -89,6 +89,8 @@ pub struct UpOptions {
     pub provider_options: Option<String>,
     /// `[sst]` settings for every node (`key=value; ...`).
     pub sst_options: Option<String>,
+    /// More `[mysqld]` settings for every node (`key=value; ...`).
+    pub server_options: Option<String>,
     /// Bounds on the waits.
     pub timeouts: Timeouts,
 }
@@ -104,6 +106,7 @@ impl UpOptions {
             sst_method: None,
             provider_options: None,
             sst_options: None,
+            server_options: None,
             timeouts: Timeouts::default(),
         }
     }
@@ -654,6 +657,7 @@ impl Cluster {
             user: root.then(|| SERVER_USER.to_string()),
             provider_options: opts.provider_options.clone().unwrap_or_default(),
             sst_options: opts.sst_options.clone().unwrap_or_default(),
+            server_options: opts.server_options.clone().unwrap_or_default(),
         };
         if config.sst_method == SstMethod::Trireme {
             sst_script_dir()?;
@@ -729,6 +733,11 @@ impl Cluster {
                 "--sst-options",
                 opts.sst_options.clone(),
                 config.sst_options.clone(),
+            ),
+            (
+                "--server-options",
+                opts.server_options.clone(),
+                config.server_options.clone(),
             ),
         ];
         for (flag, given, recorded) in conflicts {

@@ -135,6 +135,14 @@ pub struct ClusterConfig {
     /// Settings for the `[sst]` group of every node's `my.cnf` (`key=value; ...`), read by
     /// the SST scripts: for example `parallel=4; rlimit=100M` for the trireme method.
     pub sst_options: String,
+    /// More `[mysqld]` settings for every node (`key=value; ...`), after the cluster's own (so
+    /// they win): for example `innodb_buffer_pool_size=1G`.
+    pub server_options: String,
+}
+
+/// The non-empty `key=value` entries of a `;`-separated settings list.
+fn settings(list: &str) -> impl Iterator<Item = &str> {
+    list.split(';').map(str::trim).filter(|s| !s.is_empty())
 }
 
 impl ClusterConfig {
@@ -172,6 +180,35 @@ impl ClusterConfig {
                 bail!(
                     "{what} path {text:?} contains whitespace, a quote, '#' or ';', which \
                      my.cnf and the SST scripts cannot carry: choose another path"
+                );
+            }
+        }
+        for (flag, list) in [
+            ("--server-options", &self.server_options),
+            ("--sst-options", &self.sst_options),
+            ("--provider-options", &self.provider_options),
+        ] {
+            // A line break would start a new my.cnf line; an entry opening with '[' (each
+            // entry is a line of its own) a new group.
+            let breaks_out = list.contains(['\n', '\r'])
+                || (flag != "--provider-options" && settings(list).any(|e| e.starts_with('[')));
+            if breaks_out {
+                bail!(
+                    "{flag} {list:?} holds a line break or a '[', which would start a new \
+                     my.cnf line or group: give key=value settings separated by ';'"
+                );
+            }
+        }
+        for entry in settings(&self.server_options) {
+            let key = entry.split('=').next().unwrap_or(entry).trim();
+            if key.is_empty()
+                || !key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                bail!(
+                    "--server-options entry {entry:?} is not a server setting: use \
+                     name=value (or a bare name), e.g. innodb_buffer_pool_size=1G"
                 );
             }
         }
@@ -293,6 +330,8 @@ impl ClusterConfig {
             // mariabackup logs into the donor over its socket; root has no password here.
             lines.push("wsrep_sst_auth=root:".to_string());
         }
+        // Last in the group: a later setting wins in my.cnf.
+        lines.extend(settings(&self.server_options).map(String::from));
         lines.extend([
             String::new(),
             "[client]".to_string(),
@@ -302,13 +341,7 @@ impl ClusterConfig {
             // Last, so that a test or an operator can append settings to it.
             "[sst]".to_string(),
         ]);
-        lines.extend(
-            self.sst_options
-                .split(';')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from),
-        );
+        lines.extend(settings(&self.sst_options).map(String::from));
         lines.push(String::new());
         lines.join("\n")
     }
@@ -318,7 +351,7 @@ impl ClusterConfig {
         format!(
             "# Written by `trireme cluster up`; read by every other `trireme cluster` command.\n\
              nodes={}\nbase_port={}\nprovider={}\nsst_method={}\nuser={}\nprovider_options={}\n\
-             sst_options={}\n",
+             sst_options={}\nserver_options={}\n",
             self.nodes,
             self.base_port,
             self.provider.display(),
@@ -326,6 +359,7 @@ impl ClusterConfig {
             self.user.as_deref().unwrap_or(""),
             self.provider_options,
             self.sst_options,
+            self.server_options,
         )
     }
 
@@ -338,6 +372,8 @@ impl ClusterConfig {
         let mut user = None;
         let mut provider_options = String::new();
         let mut sst_options = String::new();
+        // Absent from the files of clusters created before the option existed.
+        let mut server_options = String::new();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -355,6 +391,7 @@ impl ClusterConfig {
                 "user" => user = Some((!value.is_empty()).then(|| value.to_string())),
                 "provider_options" => provider_options = value.to_string(),
                 "sst_options" => sst_options = value.to_string(),
+                "server_options" => server_options = value.to_string(),
                 other => bail!("line {}: unknown key {other:?}", number + 1),
             }
         }
@@ -367,6 +404,7 @@ impl ClusterConfig {
             user: user.ok_or_else(|| anyhow!("missing user="))?,
             provider_options,
             sst_options,
+            server_options,
         };
         config.validate()?;
         Ok(config)
@@ -408,6 +446,7 @@ mod tests {
             user: Some("trireme".to_string()),
             provider_options: String::new(),
             sst_options: String::new(),
+            server_options: String::new(),
         }
     }
 
@@ -522,6 +561,41 @@ mod tests {
     }
 
     #[test]
+    fn server_options_come_last_in_the_mysqld_group_and_win() {
+        let mut c = config();
+        c.server_options = "innodb_buffer_pool_size=1G; skip-log-bin".to_string();
+        c.validate().unwrap();
+        let cnf = c.render_my_cnf(1);
+        let mysqld = cnf
+            .split("[mysqld]")
+            .nth(1)
+            .unwrap()
+            .split("\n[")
+            .next()
+            .unwrap();
+        assert!(
+            mysqld
+                .trim_end()
+                .ends_with("innodb_buffer_pool_size=1G\nskip-log-bin"),
+            "{mysqld}"
+        );
+        // The cluster's own 64M comes earlier, so the server takes the later 1G.
+        let s = mysqld_settings(&cnf);
+        let last = s
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "innodb_buffer_pool_size")
+            .unwrap();
+        assert_eq!(last.1, "1G");
+        for bad in ["x=1\n[client]", "=1", "a b=1", "[sst]"] {
+            let mut c = config();
+            c.server_options = bad.to_string();
+            let error = c.validate().unwrap_err().to_string();
+            assert!(error.contains("--server-options"), "{bad:?}: {error}");
+        }
+    }
+
+    #[test]
     fn every_address_in_my_cnf_is_on_loopback() {
         let cnf = config().render_my_cnf(3);
         for (i, _) in cnf.match_indices("://").chain(cnf.match_indices("addr")) {
@@ -543,6 +617,7 @@ mod tests {
             c.user = user;
             c.sst_method = SstMethod::Trireme;
             c.sst_options = "parallel=2".to_string();
+            c.server_options = "innodb_buffer_pool_size=1G".to_string();
             let parsed = ClusterConfig::parse_file_text(&c.dir, &c.to_file_text()).unwrap();
             assert_eq!(parsed, c);
         }

@@ -77,6 +77,9 @@ enum ClusterCommand {
         /// Settings for the [sst] group of every my.cnf, e.g. "parallel=4; rlimit=100M".
         #[arg(long, value_name = "OPTIONS")]
         sst_options: Option<String>,
+        /// More [mysqld] settings for every my.cnf, e.g. "innodb_buffer_pool_size=1G".
+        #[arg(long, value_name = "OPTIONS")]
+        server_options: Option<String>,
         /// Seconds each node may take to become Synced (SST included).
         #[arg(long, default_value_t = 120, value_name = "SECONDS")]
         timeout: u64,
@@ -171,6 +174,7 @@ fn run(cli: Cli) -> Result<()> {
             sst_method,
             provider_options,
             sst_options,
+            server_options,
             timeout,
         } => {
             let mut opts = UpOptions::new(dir.resolve());
@@ -184,6 +188,7 @@ fn run(cli: Cli) -> Result<()> {
             });
             opts.provider_options = provider_options;
             opts.sst_options = sst_options;
+            opts.server_options = server_options;
             opts.timeouts.node_start = Duration::from_secs(timeout);
             let cluster = Cluster::up(&opts)?;
             println!(

@@ -11,10 +11,14 @@ use base::{Seqno, Uuid};
 
 use crate::config::{GcacheConfig, PAGE_FILE_PREFIX};
 use crate::format::{
-    aligned_len, encode_record, history_seed, record_crc, FileHeader, RecordHeader,
+    aligned_len, encode_record_header, history_seed, record_crc, FileHeader, RecordHeader,
     FILE_HEADER_LEN, PAGE_MAGIC, RECORD_ALIGN, RECORD_HEADER_LEN, RING_MAGIC,
 };
 use crate::recovery::{self, RingSource};
+
+/// Payloads up to this size are copied behind their header and written in one call; larger
+/// ones are written in place after it.
+const SCRATCH_RECORD_MAX: usize = 64 << 10;
 use crate::GcacheError;
 
 /// `gcache.freeze_purge_at_seqno`: stop purging from a seqno on, so that a node that is
@@ -444,8 +448,12 @@ impl Gcache {
             return Ok(());
         };
 
+        // A small record goes out in one write from the scratch buffer; a large one as its
+        // header and then the payload in place, so that it is not copied into (and does not
+        // leave) a buffer as large as itself.
+        let separate_payload = payload.len() > SCRATCH_RECORD_MAX;
         self.scratch.clear();
-        encode_record(
+        encode_record_header(
             &mut self.scratch,
             self.seed,
             seqno,
@@ -453,22 +461,25 @@ impl Gcache {
             timestamp,
             payload,
         );
-        let written = match loc {
-            Loc::Ring => self
-                .ring
-                .write_all_at(&self.scratch, offset)
-                .map_err(|e| GcacheError::io(&self.ring_path, e)),
+        if !separate_payload {
+            self.scratch.extend_from_slice(payload);
+        }
+        let (file, path) = match loc {
+            Loc::Ring => (&self.ring, &self.ring_path),
             Loc::Page(id) => {
                 let page = &self.pages[&id];
                 let writer = page
                     .writer
                     .as_ref()
                     .expect("only the current page gets records");
-                writer
-                    .write_all_at(&self.scratch, offset)
-                    .map_err(|e| GcacheError::io(&page.path, e))
+                (writer, &page.path)
             }
         };
+        let mut written = file.write_all_at(&self.scratch, offset);
+        if separate_payload && written.is_ok() {
+            written = file.write_all_at(payload, offset + self.scratch.len() as u64);
+        }
+        let written = written.map_err(|e| GcacheError::io(path, e));
         if let Err(e) = written {
             if let Loc::Page(id) = loc {
                 if self.pages[&id].live == 0 {

@@ -114,7 +114,22 @@ impl RecordHeader {
 }
 
 /// Appends a complete record (header and payload, no padding) to `out`.
+#[cfg(test)]
 pub(crate) fn encode_record(
+    out: &mut Vec<u8>,
+    seed: u32,
+    seqno: Seqno,
+    kind: u8,
+    timestamp: u64,
+    payload: &[u8],
+) {
+    encode_record_header(out, seed, seqno, kind, timestamp, payload);
+    out.extend_from_slice(payload);
+}
+
+/// Appends the header of a record for `payload` (its checksum covers the payload) to `out`;
+/// the payload goes right after it.
+pub(crate) fn encode_record_header(
     out: &mut Vec<u8>,
     seed: u32,
     seqno: Seqno,
@@ -131,7 +146,6 @@ pub(crate) fn encode_record(
     out.extend_from_slice(&[kind, 0, 0, 0]);
     let crc = crc32c::crc32c_append(crc32c::crc32c_append(seed, &out[start..]), payload);
     out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(payload);
 }
 
 /// Checksum of a record's covered header bytes plus its payload.

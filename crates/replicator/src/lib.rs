@@ -32,7 +32,7 @@ use cert::{CertConfig, Certifier, Verdict};
 use group::{Delivery, GroupConfig, NoDonor, StateRequest, View};
 use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
 use transport::{GroupRunner, Role, RunnerHandle};
-use writeset::{flags, Key, WriteSet};
+use writeset::{flags, Bytes, Key, WriteSet, WriteSetView};
 
 mod cache;
 mod ist;
@@ -1241,15 +1241,16 @@ impl Replicator {
         trx.conn_id = conn_id;
         trx.flags = trx_flags;
         trx.last_seen = last_seen;
-        let write_set = WriteSet {
+        // Encoded from the record, which keeps keys and data: a BF-aborted transaction is
+        // replayed from it.
+        let write_set = WriteSetView {
             source: own,
             conn_id,
             trx_id,
             last_seen,
             flags: trx_flags,
-            // Kept on the record too: a BF-aborted transaction is replayed from it.
-            keys: trx.keys.clone(),
-            data: trx.data.clone(),
+            keys: &trx.keys,
+            data: &trx.data,
         };
         let bytes = write_set.to_bytes();
         let limit = shared.max_write_set_bytes.load(Ordering::Relaxed);
@@ -1265,19 +1266,20 @@ impl Replicator {
             shared.app.log(LogLevel::Warning, &message);
             return CertifyOutcome::SizeExceeded { size, limit };
         }
-        trx.submitted = true;
         let key_bytes: usize = write_set
             .keys
             .iter()
             .flat_map(|key| key.parts.iter())
             .map(Vec::len)
             .sum();
+        let (key_count, data_len) = (write_set.keys.len(), write_set.data.len());
+        trx.submitted = true;
         let counters = &mut inner.counters;
         counters.replicated += 1;
         counters.replicated_bytes += bytes.len() as u64;
-        counters.repl_keys += write_set.keys.len() as u64;
+        counters.repl_keys += key_count as u64;
         counters.repl_keys_bytes += key_bytes as u64;
-        counters.repl_data_bytes += write_set.data.len() as u64;
+        counters.repl_data_bytes += data_len as u64;
         let in_flight = inner.write_sets_in_flight();
         inner.window.send_queue.record(in_flight as u64);
         let Some(runner) = inner.runner.clone() else {
@@ -1512,7 +1514,7 @@ impl Replicator {
             last_seen: self.last_committed_locked(),
             flags: flags::ROLLBACK | flags::PA_UNSAFE,
             keys: Vec::new(),
-            data: data.to_vec(),
+            data: Bytes::copy_from_slice(data),
         };
         let Some(runner) = inner.runner.clone() else {
             return Err(ReplicatorError::NotConnected);
@@ -2085,7 +2087,7 @@ impl Dispatcher {
                 ..
             } => {
                 self.last_safe_seqno = self.last_safe_seqno.max(safe_seqno);
-                self.on_write_set(seqno, local, safe_seqno, &payload, Seqno::UNDEFINED);
+                self.on_write_set(seqno, local, safe_seqno, payload.into(), Seqno::UNDEFINED);
             }
             Delivery::StateRequest {
                 request,
@@ -2290,7 +2292,7 @@ impl Dispatcher {
         seqno: Seqno,
         local: bool,
         safe_seqno: Seqno,
-        payload: &[u8],
+        payload: Bytes,
         applied_upto: Seqno,
     ) {
         let Some(cert) = self.certifier.as_mut() else {
@@ -2314,7 +2316,7 @@ impl Dispatcher {
             return;
         }
         let started = Instant::now();
-        let write_set = match WriteSet::decode(payload) {
+        let write_set = match WriteSet::decode_shared(&payload) {
             Ok(write_set) => write_set,
             Err(error) => {
                 // Every node sees the same bytes, so every node skips it alike.
@@ -2342,7 +2344,7 @@ impl Dispatcher {
         // nothing needs a seqno cached before it is applied.
         self.shared.changed.notify_all();
         let caching = Instant::now();
-        self.cache_action(seqno, ist::ActionKind::WriteSet, cached_verdict, payload);
+        self.cache_action(seqno, ist::ActionKind::WriteSet, cached_verdict, &payload);
         if payload.len() >= LARGE_WRITE_SET_BYTES {
             let message = format!(
                 "large write-set {seqno} from {source}: {} MB, {key_count} keys; decoded and \
@@ -2678,7 +2680,7 @@ impl Dispatcher {
                     payload,
                     ..
                 } if seqno > position => {
-                    self.on_write_set(seqno, local, safe_seqno, &payload, applied_upto);
+                    self.on_write_set(seqno, local, safe_seqno, payload.into(), applied_upto);
                 }
                 Delivery::View(view) if view.ordered && view.seqno > position => {
                     self.skip_in_order(view.seqno);

@@ -1213,7 +1213,7 @@ impl Simulation {
             last_seen: node.db.committed,
             flags: write_flags,
             keys,
-            data: encode_ops(&ops),
+            data: encode_ops(&ops).into(),
         };
         let submit_id = node.group().submit(write_set.to_bytes());
         node.clients.insert(submit_id, ops);

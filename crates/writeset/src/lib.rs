@@ -6,6 +6,7 @@
 //! [`WriteSet::decode`] define its versioned, checksummed byte format (see ARCHITECTURE.md).
 
 use base::{KeyType, Seqno, Uuid};
+pub use bytes::Bytes;
 
 /// The wsrep v26 write-set flags, with their ABI bit values.
 pub mod flags {
@@ -71,8 +72,9 @@ pub struct WriteSet {
     pub flags: u32,
     /// The keys the transaction touched.
     pub keys: Vec<Key>,
-    /// The row data, opaque to the provider.
-    pub data: Vec<u8>,
+    /// The row data, opaque to the provider. Shared: a decoded write-set's data is a view
+    /// of the ordered bytes it came from, so that a large one is not copied again.
+    pub data: Bytes,
 }
 
 impl WriteSet {
@@ -104,56 +106,51 @@ impl WriteSet {
         !self.is_toi() && self.flags & flags::TRX_START == 0
     }
 
-    /// Size of the encoded form, in bytes.
-    pub fn encoded_len(&self) -> usize {
-        let keys: usize = self
-            .keys
-            .iter()
-            .map(|k| 1 + 2 + k.parts.iter().map(|p| 2 + p.len()).sum::<usize>())
-            .sum();
-        HEADER_LEN + keys + self.data.len() + TRAILER_LEN
+    /// The write-set's fields by reference.
+    pub fn view(&self) -> WriteSetView<'_> {
+        WriteSetView {
+            source: self.source,
+            conn_id: self.conn_id,
+            trx_id: self.trx_id,
+            last_seen: self.last_seen,
+            flags: self.flags,
+            keys: &self.keys,
+            data: &self.data,
+        }
     }
 
-    /// Appends the encoded write-set to `out`.
-    ///
-    /// Layout (little endian): magic `TRWS` (4), version (1), flags (4), source uuid (16),
-    /// conn id (8), trx id (8), last_seen (8), key count (4), data length (4); then per key:
-    /// type (1), part count (2), per part: length (2) and bytes; then the data; then a
-    /// CRC32C (4) of everything before it.
+    /// Size of the encoded form, in bytes.
+    pub fn encoded_len(&self) -> usize {
+        self.view().encoded_len()
+    }
+
+    /// Appends the encoded write-set to `out` (see [`WriteSetView::encode`]).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.reserve(self.encoded_len());
-        out.extend_from_slice(&MAGIC);
-        out.push(FORMAT_VERSION);
-        out.extend_from_slice(&self.flags.to_le_bytes());
-        out.extend_from_slice(&self.source.0);
-        out.extend_from_slice(&self.conn_id.to_le_bytes());
-        out.extend_from_slice(&self.trx_id.to_le_bytes());
-        out.extend_from_slice(&self.last_seen.0.to_le_bytes());
-        out.extend_from_slice(&len_u32(self.keys.len()).to_le_bytes());
-        out.extend_from_slice(&len_u32(self.data.len()).to_le_bytes());
-        for key in &self.keys {
-            out.push(key.key_type as u8);
-            out.extend_from_slice(&len_u16(key.parts.len()).to_le_bytes());
-            for part in &key.parts {
-                out.extend_from_slice(&len_u16(part.len()).to_le_bytes());
-                out.extend_from_slice(part);
-            }
-        }
-        out.extend_from_slice(&self.data);
-        let crc = crc32c::crc32c(&out[start..]);
-        out.extend_from_slice(&crc.to_le_bytes());
+        self.view().encode(out)
     }
 
     /// The encoded write-set as a new buffer.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.encode(&mut out);
-        out
+        self.view().to_bytes()
     }
 
-    /// Decodes one write-set that fills `bytes` exactly, checking the checksum first.
+    /// Decodes one write-set that fills `bytes` exactly, checking the checksum first. The
+    /// data is copied out; [`WriteSet::decode_shared`] keeps it in place.
     pub fn decode(bytes: &[u8]) -> Result<WriteSet, DecodeError> {
+        let (mut write_set, data) = Self::decode_parts(bytes)?;
+        write_set.data = Bytes::copy_from_slice(&bytes[data]);
+        Ok(write_set)
+    }
+
+    /// As [`WriteSet::decode`], with the data a view of `bytes` instead of a copy.
+    pub fn decode_shared(bytes: &Bytes) -> Result<WriteSet, DecodeError> {
+        let (mut write_set, data) = Self::decode_parts(bytes)?;
+        write_set.data = bytes.slice(data);
+        Ok(write_set)
+    }
+
+    /// Everything but the data, and where the data lies in `bytes`.
+    fn decode_parts(bytes: &[u8]) -> Result<(WriteSet, std::ops::Range<usize>), DecodeError> {
         if bytes.len() < HEADER_LEN + TRAILER_LEN {
             return Err(DecodeError::Truncated {
                 needed: HEADER_LEN + TRAILER_LEN,
@@ -206,19 +203,91 @@ impl WriteSet {
             }
             keys.push(Key { parts, key_type });
         }
-        let data = reader.take(data_len)?.to_vec();
+        let data_start = reader.pos;
+        reader.take(data_len)?;
         if reader.pos != body.len() {
             return Err(DecodeError::TrailingBytes(body.len() - reader.pos));
         }
-        Ok(WriteSet {
+        let write_set = WriteSet {
             source,
             conn_id,
             trx_id,
             last_seen,
             flags,
             keys,
-            data,
-        })
+            data: Bytes::new(),
+        };
+        Ok((write_set, data_start..data_start + data_len))
+    }
+}
+
+/// A write-set whose keys and data are borrowed: encodes a transaction's write-set straight
+/// from where it was collected, without copying a large one first.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteSetView<'a> {
+    /// See [`WriteSet::source`].
+    pub source: Uuid,
+    /// See [`WriteSet::conn_id`].
+    pub conn_id: u64,
+    /// See [`WriteSet::trx_id`].
+    pub trx_id: u64,
+    /// See [`WriteSet::last_seen`].
+    pub last_seen: Seqno,
+    /// See [`WriteSet::flags`].
+    pub flags: u32,
+    /// See [`WriteSet::keys`].
+    pub keys: &'a [Key],
+    /// See [`WriteSet::data`].
+    pub data: &'a [u8],
+}
+
+impl WriteSetView<'_> {
+    /// Size of the encoded form, in bytes.
+    pub fn encoded_len(&self) -> usize {
+        let keys: usize = self
+            .keys
+            .iter()
+            .map(|k| 1 + 2 + k.parts.iter().map(|p| 2 + p.len()).sum::<usize>())
+            .sum();
+        HEADER_LEN + keys + self.data.len() + TRAILER_LEN
+    }
+
+    /// Appends the encoded write-set to `out`.
+    ///
+    /// Layout (little endian): magic `TRWS` (4), version (1), flags (4), source uuid (16),
+    /// conn id (8), trx id (8), last_seen (8), key count (4), data length (4); then per key:
+    /// type (1), part count (2), per part: length (2) and bytes; then the data; then a
+    /// CRC32C (4) of everything before it.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.reserve(self.encoded_len());
+        out.extend_from_slice(&MAGIC);
+        out.push(FORMAT_VERSION);
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        out.extend_from_slice(&self.source.0);
+        out.extend_from_slice(&self.conn_id.to_le_bytes());
+        out.extend_from_slice(&self.trx_id.to_le_bytes());
+        out.extend_from_slice(&self.last_seen.0.to_le_bytes());
+        out.extend_from_slice(&len_u32(self.keys.len()).to_le_bytes());
+        out.extend_from_slice(&len_u32(self.data.len()).to_le_bytes());
+        for key in self.keys {
+            out.push(key.key_type as u8);
+            out.extend_from_slice(&len_u16(key.parts.len()).to_le_bytes());
+            for part in &key.parts {
+                out.extend_from_slice(&len_u16(part.len()).to_le_bytes());
+                out.extend_from_slice(part);
+            }
+        }
+        out.extend_from_slice(self.data);
+        let crc = crc32c::crc32c(&out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+
+    /// The encoded write-set as a new buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
     }
 }
 
@@ -327,7 +396,7 @@ mod tests {
                 Key::new(&["db", "t1", "pk1"], KeyType::Exclusive),
                 Key::new(&["db", "t2"], KeyType::Shared),
             ],
-            data: b"row image".to_vec(),
+            data: b"row image".to_vec().into(),
         }
     }
 
@@ -337,6 +406,22 @@ mod tests {
         let bytes = ws.to_bytes();
         assert_eq!(bytes.len(), ws.encoded_len());
         assert_eq!(WriteSet::decode(&bytes), Ok(ws));
+    }
+
+    #[test]
+    fn shared_decoding_keeps_the_data_in_place() {
+        let ws = sample();
+        let bytes = Bytes::from(ws.to_bytes());
+        let shared = WriteSet::decode_shared(&bytes).unwrap();
+        assert_eq!(shared, ws);
+        let range = bytes.as_ptr_range();
+        assert!(
+            range.contains(&shared.data.as_ptr()),
+            "the data is a view of the ordered bytes, not a copy"
+        );
+        let mut damaged = bytes.to_vec();
+        damaged[10] ^= 1;
+        assert!(WriteSet::decode_shared(&Bytes::from(damaged)).is_err());
     }
 
     #[test]
@@ -388,7 +473,7 @@ mod tests {
                 keys: keys.into_iter()
                     .map(|(parts, t)| Key { parts, key_type: KeyType::from_u8(t).unwrap() })
                     .collect(),
-                data,
+                data: data.into(),
             };
             prop_assert_eq!(WriteSet::decode(&ws.to_bytes()), Ok(ws));
         }

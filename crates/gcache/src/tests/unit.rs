@@ -394,6 +394,37 @@ fn record_larger_than_the_ring_goes_to_its_own_page() {
 }
 
 #[test]
+fn large_records_in_the_ring_read_back_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = small_config(dir.path());
+    config.size = 1024 * KIB;
+    let mut cache = open(config.clone());
+    // Sizes around the one-write limit, each written whole, then read back byte for byte.
+    let sizes = [
+        1000,
+        64 * KIB as usize,
+        64 * KIB as usize + 1,
+        200 * KIB as usize,
+        7,
+    ];
+    for (i, &len) in sizes.iter().enumerate() {
+        put(&mut cache, i as i64 + 1, len);
+    }
+    assert_eq!(cache.status().page_count, 0, "all of them fit the ring");
+    for (i, &len) in sizes.iter().enumerate() {
+        let seqno = i as i64 + 1;
+        let record = cache.get(Seqno(seqno)).expect("get").expect("cached");
+        assert_eq!(record.payload, payload(seqno, len), "seqno {seqno}");
+    }
+    drop(cache);
+    let reopened = open(config);
+    assert_eq!(reopened.seqno_min(), Some(Seqno(1)));
+    assert_eq!(reopened.seqno_max(), Some(Seqno(sizes.len() as i64)));
+    let record = reopened.get(Seqno(4)).expect("get").expect("recovered");
+    assert_eq!(record.payload, payload(4, 200 * KIB as usize));
+}
+
+#[test]
 fn record_beyond_the_ceiling_empties_the_cache_but_keeps_the_sequence() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = small_config(dir.path());
