@@ -1527,7 +1527,7 @@ impl GroupNode {
         if !self.member || leader == 0 || self.pending.is_empty() {
             return;
         }
-        let paused = self.state.holds_back(self.me.raft_id);
+        let paused = self.state.is_paused();
         let tick = self.tick;
         let resend_ticks = self.config.resend_ticks;
         let mut to_send = Vec::new();

@@ -539,14 +539,6 @@ impl GroupState {
     pub fn is_paused(&self) -> bool {
         !self.paused_by.is_empty()
     }
-
-    /// True while a stop of a member other than `member` is in force: what holds back
-    /// `member`'s new write-sets. A member's own stop does not hold back its own: they never
-    /// enter its apply queue, and its clients already wait behind that queue in commit
-    /// order, while the other members' queues are guarded by their own stops.
-    pub fn holds_back(&self, member: u64) -> bool {
-        self.paused_by.iter().any(|&by| by != member)
-    }
 }
 
 #[cfg(test)]
@@ -626,24 +618,6 @@ mod tests {
         state.remove_member(1);
         assert!(state.partial.is_empty());
         assert_eq!(state.last_seqno, Seqno(3));
-    }
-
-    #[test]
-    fn a_stop_holds_back_the_other_members_not_the_one_that_asked() {
-        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
-        state.add_member(info(2));
-        state.apply_control(&Control::State(2, NodeState::Synced));
-        assert!(!state.holds_back(1) && !state.holds_back(2));
-        state.apply_control(&Control::FlowStop(2));
-        assert!(state.holds_back(1), "member 2's stop holds member 1");
-        assert!(
-            !state.holds_back(2),
-            "member 2 goes on sending its own write-sets"
-        );
-        state.apply_control(&Control::FlowStop(1));
-        assert!(state.holds_back(2), "now member 1 asks too");
-        state.apply_control(&Control::FlowResume(2));
-        assert!(!state.holds_back(1) && state.holds_back(2));
     }
 
     #[test]

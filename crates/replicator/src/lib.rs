@@ -56,6 +56,9 @@ pub const DEFAULT_MAX_WRITE_SET_BYTES: u64 = (1 << 31) - 1;
 /// Write-sets at least this large are logged with how long this node took over them: a
 /// DBA looking for a stall finds the transaction that caused it.
 const LARGE_WRITE_SET_BYTES: usize = 16 << 20;
+/// From this size on, a write-set's data is decoded as a view of the ordered bytes instead
+/// of a copy.
+const SHARED_DECODE_BYTES: usize = 1 << 20;
 
 /// The application protocol version MariaDB 10.11 needs in views.
 pub const PROTOCOL_VERSION: i32 = 4;
@@ -2316,7 +2319,15 @@ impl Dispatcher {
             return;
         }
         let started = Instant::now();
-        let write_set = match WriteSet::decode_shared(&payload) {
+        // A large write-set's data stays in the ordered bytes (a copy would first-touch as
+        // much fresh memory again); a small one is copied out so that the ordered buffer
+        // goes right after caching, as before.
+        let decoded = if payload.len() >= SHARED_DECODE_BYTES {
+            WriteSet::decode_shared(&payload)
+        } else {
+            WriteSet::decode(&payload)
+        };
+        let write_set = match decoded {
             Ok(write_set) => write_set,
             Err(error) => {
                 // Every node sees the same bytes, so every node skips it alike.
