@@ -727,7 +727,8 @@ impl GroupNode {
         }
     }
 
-    fn is_leader(&self) -> bool {
+    /// True while this member leads the Raft group (orders the submissions).
+    pub fn is_leader(&self) -> bool {
         self.raw.raft.state == StateRole::Leader
     }
 
@@ -1374,6 +1375,12 @@ impl GroupNode {
         // pre-vote round (which clears raft-rs's leader id): a short hiccup must not flap
         // the server between ready and not ready. A real partition outlasts the window.
         let window = (2 * self.config.election_ticks as u64).max(self.config.suspect_ticks() / 2);
+        // A leader is in contact with itself: a leader that steps down (check-quorum under
+        // load) gets the same window as any follower, counted from then, instead of going
+        // non-primary at once for lack of a message from a leader it never needed.
+        if self.is_leader() {
+            self.leader_contact_tick = self.tick;
+        }
         let contact =
             self.is_leader() || self.tick.saturating_sub(self.leader_contact_tick) <= window;
         let primary = self.member && contact;

@@ -253,6 +253,34 @@ fn a_minority_is_not_primary_and_the_majority_goes_on() {
 }
 
 #[test]
+fn a_leader_that_steps_down_briefly_stays_primary() {
+    let mut cluster = Cluster::new(3);
+    cluster.run(40);
+    let leader = (0..3)
+        .find(|&i| cluster.node(i).is_leader())
+        .expect("a leader");
+    // Cut off for longer than check-quorum lets a leader stay leader, shorter than the
+    // window a member keeps being primary without a leader.
+    cluster.isolated.insert(leader);
+    cluster.run(35);
+    assert!(!cluster.node(leader).is_leader(), "it stepped down");
+    assert!(
+        cluster.node(leader).is_primary(),
+        "a hiccup of the leader must not make its server unready at once"
+    );
+    cluster.isolated.clear();
+    cluster.run(40);
+    assert!((0..3).all(|i| cluster.node(i).is_primary()));
+    assert!(
+        !cluster.delivered[leader].iter().any(
+            |d| matches!(d, Delivery::View(view) if !view.primary && view.own_index.is_some())
+        ),
+        "the old leader never delivered a non-primary view"
+    );
+    assert_same_history(&cluster, &[0, 1, 2]);
+}
+
+#[test]
 fn two_of_three_lost_leaves_no_primary() {
     let mut cluster = Cluster::new(3);
     cluster.isolated.insert(1);
