@@ -450,16 +450,19 @@ mod tests {
         }
     }
 
-    /// The `key=value` settings of the `[mysqld]` section.
-    fn mysqld_settings(cnf: &str) -> Vec<(String, String)> {
-        let section = cnf
-            .split("[mysqld]")
+    /// The text of the `[mysqld]` section.
+    fn mysqld_section(cnf: &str) -> &str {
+        cnf.split("[mysqld]")
             .nth(1)
             .unwrap()
             .split("\n[")
             .next()
-            .unwrap();
-        section
+            .unwrap()
+    }
+
+    /// The `key=value` settings of the `[mysqld]` section.
+    fn mysqld_settings(cnf: &str) -> Vec<(String, String)> {
+        mysqld_section(cnf)
             .lines()
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
             .map(|l| match l.split_once('=') {
@@ -566,13 +569,7 @@ mod tests {
         c.server_options = "innodb_buffer_pool_size=1G; skip-log-bin".to_string();
         c.validate().unwrap();
         let cnf = c.render_my_cnf(1);
-        let mysqld = cnf
-            .split("[mysqld]")
-            .nth(1)
-            .unwrap()
-            .split("\n[")
-            .next()
-            .unwrap();
+        let mysqld = mysqld_section(&cnf);
         assert!(
             mysqld
                 .trim_end()
