@@ -165,10 +165,11 @@ sample_nodes() { # side t0 pid
   while kill -0 "$pid" 2>/dev/null && (( $(now_ns) < end )); do
     for n in 2 3; do
       line=$(sql "$side" "$n" 2 "SELECT GROUP_CONCAT(VARIABLE_VALUE ORDER BY VARIABLE_NAME
-        DESC SEPARATOR '\t') FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN
+        DESC SEPARATOR ' ') FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN
         ('WSREP_LOCAL_RECV_QUEUE', 'WSREP_LAST_COMMITTED', 'WSREP_FLOW_CONTROL_PAUSED_NS')" \
         2>/dev/null) || line=""
-      [ -n "$line" ] && printf '%s\t%s\t%s\n' "$(secs "$t0" "$(now_ns)")" "$n" "$line"
+      # The client escapes a tab inside a value, so the values come space-separated.
+      [ -n "$line" ] && printf '%s\t%s\t%s\n' "$(secs "$t0" "$(now_ns)")" "$n" "${line// /$'\t'}"
     done
     sleep 0.25
   done

@@ -113,20 +113,6 @@ impl RecordHeader {
     }
 }
 
-/// Appends a complete record (header and payload, no padding) to `out`.
-#[cfg(test)]
-pub(crate) fn encode_record(
-    out: &mut Vec<u8>,
-    seed: u32,
-    seqno: Seqno,
-    kind: u8,
-    timestamp: u64,
-    payload: &[u8],
-) {
-    encode_record_header(out, seed, seqno, kind, timestamp, payload);
-    out.extend_from_slice(payload);
-}
-
 /// Appends the header of a record for `payload` (its checksum covers the payload) to `out`;
 /// the payload goes right after it.
 pub(crate) fn encode_record_header(
@@ -199,7 +185,8 @@ mod tests {
     fn record_encoding_matches_parser_and_checksum() {
         let seed = history_seed(Uuid([1; 16]));
         let mut out = Vec::new();
-        encode_record(&mut out, seed, Seqno(42), 3, 1234, b"hello");
+        encode_record_header(&mut out, seed, Seqno(42), 3, 1234, b"hello");
+        out.extend_from_slice(b"hello");
         assert_eq!(out.len(), RECORD_HEADER_LEN + 5);
         let header = RecordHeader::parse(&out).expect("parses");
         assert_eq!(header.seqno, Seqno(42));

@@ -358,14 +358,16 @@ fn ring_records_out_of_append_order_are_cut() {
     let seed = crate::format::history_seed(history(1));
     for (seqno, offset) in [(1, 5000u64), (2, 64), (3, 3000), (4, 200)] {
         let mut bytes = Vec::new();
-        crate::format::encode_record(
+        let body = payload(seqno, 100);
+        crate::format::encode_record_header(
             &mut bytes,
             seed,
             Seqno(seqno),
             (seqno % 3) as u8,
             EPOCH,
-            &payload(seqno, 100),
+            &body,
         );
+        bytes.extend_from_slice(&body);
         ring.write_all_at(&bytes, offset).expect("write");
     }
     drop(ring);
