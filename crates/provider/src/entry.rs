@@ -867,7 +867,11 @@ unsafe extern "C" fn stats_reset(wsrep: *mut wsrep_t) {
 
 unsafe extern "C" fn pause(wsrep: *mut wsrep_t) -> wsrep_seqno_t {
     with_instance(wsrep, -1, |instance| {
-        instance.replicator().map_or(-1, |r| r.pause().0)
+        // wsrep-lib takes only -1 for a failure: any other negative value would be a seqno.
+        instance
+            .replicator()
+            .and_then(|r| r.pause().ok())
+            .map_or(-1, |point| point.0.max(-1))
     })
 }
 

@@ -36,6 +36,7 @@ use writeset::{flags, Bytes, Key, WriteSet, WriteSetView};
 
 mod cache;
 mod ist;
+mod pause;
 mod saved_state;
 mod stats;
 mod transfer;
@@ -43,6 +44,7 @@ mod transfer;
 pub use cache::CacheReach;
 pub use gcache::{FreezePurge, GcacheConfig};
 pub use ist::IstError;
+use pause::PauseGate;
 pub use saved_state::{SavedState, SavedStateError};
 use stats::Window;
 
@@ -257,6 +259,17 @@ pub enum CertifyOutcome {
     },
 }
 
+/// How a wait at the pause gate ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GatePassage {
+    /// Not held (any more): the seqno is recorded as started.
+    Passed,
+    /// The local transaction waiting there was brute-force aborted by an earlier seqno.
+    Aborted,
+    /// The node is closing.
+    Closing,
+}
+
 /// A local transaction was brute-force aborted while it waited at this seqno.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("brute-force aborted while waiting to commit {0}")]
@@ -375,6 +388,20 @@ impl Joining {
             .max(self.transfer.queued_upto)
     }
 
+    /// With the snapshot and the donor's index in place: `(state, continues_after)` when
+    /// the server's state ends before the index position or before the first seqno this
+    /// node was delivered, so that the seqnos in between would be missing.
+    fn missing_before_delivery(&self) -> Option<(Seqno, Seqno)> {
+        let state = self.in_place_upto();
+        let index_at = self
+            .transfer
+            .index
+            .as_ref()
+            .map(|(position, _)| *position)?;
+        let continues_after = index_at.max(self.join_seqno.prev());
+        (state < continues_after).then_some((state, continues_after))
+    }
+
     fn new(join_seqno: Seqno) -> Joining {
         Joining {
             join_seqno,
@@ -397,15 +424,17 @@ impl RecvEvent {
         !matches!(self, RecvEvent::Apply { .. } | RecvEvent::Skip { .. })
     }
 
-    /// Events that take a seqno in the server, which `pause` holds back: the server's
-    /// snapshot (an rsync SST, a backup) must be exactly the position `pause` returned.
-    fn is_ordered(&self) -> bool {
-        matches!(
-            self,
-            RecvEvent::Apply { .. }
-                | RecvEvent::Skip { .. }
-                | RecvEvent::View { ordered: true, .. }
-        )
+    /// The seqno the event takes in the server, for events that take one: these are what
+    /// `pause` holds back after its point (see [`PauseGate`]).
+    fn ordered_seqno(&self) -> Option<Seqno> {
+        match self {
+            RecvEvent::Apply { seqno, .. } | RecvEvent::Skip { seqno } => Some(*seqno),
+            RecvEvent::View {
+                view,
+                ordered: true,
+            } => Some(view.state_id.seqno),
+            _ => None,
+        }
     }
 }
 
@@ -465,7 +494,8 @@ struct Inner {
     /// The serial event running takes a seqno (an ordered view): `pause` waits for it.
     ordered_serial_running: bool,
     applying_now: usize,
-    paused: bool,
+    /// What `pause` lets finish and what it holds back.
+    pause: PauseGate,
     desync_count: u64,
     entered_apply: HashSet<Seqno>,
     counters: Counters,
@@ -578,7 +608,7 @@ impl Replicator {
             serial_running: false,
             ordered_serial_running: false,
             applying_now: 0,
-            paused: false,
+            pause: PauseGate::default(),
             desync_count: 0,
             entered_apply: HashSet::new(),
             counters: Counters::default(),
@@ -1046,7 +1076,9 @@ impl Replicator {
                 let mut inner = lock(&shared.inner);
                 loop {
                     if let Some(front) = inner.queue.front() {
-                        let held = inner.paused && front.is_ordered();
+                        let held = front
+                            .ordered_seqno()
+                            .is_some_and(|seqno| inner.pause.holds(seqno));
                         let free = if front.is_serial() {
                             inner.applying_now == 0 && !inner.serial_running && !held
                         } else {
@@ -1064,9 +1096,12 @@ impl Replicator {
                         .unwrap_or_else(|p| p.into_inner());
                 }
                 let event = inner.queue.pop_front().expect("front exists");
+                if let Some(seqno) = event.ordered_seqno() {
+                    inner.pause.started(seqno);
+                }
                 if event.is_serial() {
                     inner.serial_running = true;
-                    inner.ordered_serial_running = event.is_ordered();
+                    inner.ordered_serial_running = event.ordered_seqno().is_some();
                 } else {
                     inner.applying_now += 1;
                 }
@@ -1332,13 +1367,20 @@ impl Replicator {
                 .wait(inner)
                 .unwrap_or_else(|p| p.into_inner());
         };
+        let Some((seqno, verdict)) = outcome else {
+            return CertifyOutcome::NotOrdered;
+        };
+        // Ordered after the pause point: the server is reading its data as of that point,
+        // so this transaction commits (or reports its failure) only after `resume`.
+        let (guard, gate) = self.pass_pause_gate(inner, seqno, Some(trx_id));
+        inner = guard;
+        if gate == GatePassage::Closing {
+            return CertifyOutcome::NotOrdered;
+        }
         let cluster = inner.cluster;
         let own = inner.own;
         let aborted_by = inner.trxs.get(&trx_id).and_then(|t| t.aborted_by);
         drop(inner);
-        let Some((seqno, verdict)) = outcome else {
-            return CertifyOutcome::NotOrdered;
-        };
         let meta = |depends_on| Meta {
             gtid: Gtid { cluster, seqno },
             source: own,
@@ -1418,12 +1460,45 @@ impl Replicator {
         let applying = inner.entered_apply.contains(&seqno);
         format!(
             "{}; queued for appliers at {queued:?}; in the apply monitor: {applying}; \
-             appliers busy {}, serial event running {}, paused {}",
+             appliers busy {}, serial event running {}, paused at {:?}",
             local.unwrap_or_else(|| "no local transaction".into()),
             inner.applying_now,
             inner.serial_running,
-            inner.paused
+            inner.pause.point()
         )
+    }
+
+    /// Waits while `pause` holds `seqno` back, then records it as started. A local
+    /// transaction (`trx_id`) that is brute-force aborted meanwhile stops waiting: it has
+    /// not started, and it replays (through this gate again) or rolls back.
+    fn pass_pause_gate<'a>(
+        &self,
+        mut inner: MutexGuard<'a, Inner>,
+        seqno: Seqno,
+        trx_id: Option<u64>,
+    ) -> (MutexGuard<'a, Inner>, GatePassage) {
+        loop {
+            if !inner.pause.holds(seqno) {
+                inner.pause.started(seqno);
+                return (inner, GatePassage::Passed);
+            }
+            if inner.closing || !inner.connected {
+                return (inner, GatePassage::Closing);
+            }
+            // Only an abort by an earlier seqno counts: a later one could not run anyway.
+            let aborted = trx_id
+                .and_then(|id| inner.trxs.get(&id))
+                .and_then(|trx| trx.aborted_by)
+                .is_some_and(|bf| bf < seqno);
+            if aborted {
+                return (inner, GatePassage::Aborted);
+            }
+            inner = self
+                .shared
+                .changed
+                .wait(inner)
+                .unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     /// Lets the next seqno commit; the seqno counts as committed.
@@ -1554,6 +1629,12 @@ impl Replicator {
             let holds_slot = inner.entered_apply.contains(&seqno);
             let (cluster, own) = (inner.cluster, inner.own);
             let (trx_flags, data, conn_id) = (trx.flags, trx.data.clone(), trx.conn_id);
+            // A victim held by `pause` replays only after `resume`.
+            let (inner, passage) = self.pass_pause_gate(inner, seqno, None);
+            drop(inner);
+            if passage == GatePassage::Closing {
+                return Err(ReplicatorError::NotConnected);
+            }
             (
                 seqno, depends_on, trx_flags, data, conn_id, cluster, own, holds_slot,
             )
@@ -1608,6 +1689,8 @@ impl Replicator {
                     monitors.commit.interrupt(seqno);
                 }
             }
+            // Or the victim waits at the pause gate.
+            self.shared.changed.notify_all();
             return AbortOutcome::Aborted;
         }
         trx.aborted_by = Some(bf_seqno);
@@ -1760,27 +1843,63 @@ impl Replicator {
         }
     }
 
-    /// Stops applying; returns the seqno everything up to which is committed.
-    pub fn pause(&self) -> Seqno {
-        let mut inner = lock(&self.shared.inner);
-        inner.paused = true;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while (inner.applying_now > 0 || inner.ordered_serial_running) && Instant::now() < deadline
-        {
-            let (guard, _) = self
-                .shared
+    /// Pauses the node for a server that reads its own data as one state (FLUSH TABLES
+    /// WITH READ LOCK, BACKUP STAGE, an rsync donor). Returns the pause point once every
+    /// seqno up to it is committed and nothing is applying; nothing after it starts (no
+    /// applier, local commit, replay or TOI) until [`Replicator::resume`].
+    ///
+    /// It waits as long as that takes, reporting every [`STALL_REPORT_AFTER`] what it waits
+    /// for; it fails only when the node closes (the server then sees -1). A node already
+    /// paused returns its point.
+    pub fn pause(&self) -> Result<Seqno, ReplicatorError> {
+        let shared = &self.shared;
+        let mut inner = lock(&shared.inner);
+        let committed = self.last_committed_locked();
+        let point = inner.pause.pause(committed);
+        let started = Instant::now();
+        let mut report_at = started + STALL_REPORT_AFTER;
+        loop {
+            if inner.closing || !inner.connected {
+                inner.pause.resume();
+                drop(inner);
+                shared.changed.notify_all();
+                return Err(ReplicatorError::NotConnected);
+            }
+            let running = inner.applying_now > 0 || inner.ordered_serial_running;
+            if !running && self.last_committed_locked() >= point {
+                break;
+            }
+            if Instant::now() >= report_at {
+                report_at += STALL_REPORT_AFTER;
+                let blocker = self.last_committed_locked().next();
+                drop(inner);
+                let message = format!(
+                    "pause at {point} has waited {:.0?} for {blocker} to commit: {}",
+                    started.elapsed(),
+                    self.describe(blocker)
+                );
+                shared.app.log(LogLevel::Warning, &message);
+                inner = lock(&shared.inner);
+                continue;
+            }
+            let (guard, _) = shared
                 .changed
-                .wait_timeout(inner, Duration::from_millis(20))
+                .wait_timeout(inner, Duration::from_millis(100))
                 .unwrap_or_else(|p| p.into_inner());
             inner = guard;
         }
         drop(inner);
-        self.last_committed().seqno
+        let message = format!(
+            "paused at {point} (waited {:.1?} for earlier seqnos to commit)",
+            started.elapsed()
+        );
+        shared.app.log(LogLevel::Info, &message);
+        Ok(point)
     }
 
-    /// Resumes applying after `pause`.
+    /// Lifts [`Replicator::pause`]: what it held back runs.
     pub fn resume(&self) {
-        lock(&self.shared.inner).paused = false;
+        lock(&self.shared.inner).pause.resume();
         self.shared.changed.notify_all();
     }
 
@@ -2025,6 +2144,9 @@ struct Dispatcher {
     /// The group identity under which the certification state was built (bootstrap or
     /// the end of a state transfer).
     member_uuid: Option<Uuid>,
+    /// Everything up to here is in the server already (its snapshot, or IST queued after
+    /// it): a seqno delivered late is certified but not applied again.
+    in_server_upto: Seqno,
 }
 
 /// The dispatcher: takes deliveries in order, certifies, routes.
@@ -2042,6 +2164,7 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         view_members: Vec::new(),
         absent: BTreeMap::new(),
         member_uuid: None,
+        in_server_upto: Seqno::UNDEFINED,
     };
     let mut left_the_group = false;
     loop {
@@ -2090,7 +2213,17 @@ impl Dispatcher {
                 ..
             } => {
                 self.last_safe_seqno = self.last_safe_seqno.max(safe_seqno);
-                self.on_write_set(seqno, local, safe_seqno, payload.into(), Seqno::UNDEFINED);
+                let in_server = self.in_server_upto;
+                if seqno == in_server {
+                    // The last of a run that arrived after the snapshot already held it:
+                    // said once, as applying them again would have overwritten later rows.
+                    let message = format!(
+                        "write-sets up to {seqno} were delivered after the state transfer that \
+                         already holds them: certified, not applied again"
+                    );
+                    self.shared.app.log(LogLevel::Info, &message);
+                }
+                self.on_write_set(seqno, local, safe_seqno, payload.into(), in_server);
             }
             Delivery::StateRequest {
                 request,
@@ -2245,6 +2378,13 @@ impl Dispatcher {
             }
             return;
         }
+        if view.ordered && view.seqno <= self.in_server_upto {
+            // Delivered after a snapshot that already holds it: the server has moved past
+            // this seqno, which only passes certification and the cache.
+            drop(inner);
+            self.skip_in_order(view.seqno);
+            return;
+        }
         let ordered = view.ordered && view.primary;
         let mut closed_streams = 0;
         if let Some(cert) = self.certifier.as_mut().filter(|_| view.primary) {
@@ -2334,6 +2474,13 @@ impl Dispatcher {
                 let message = format!("ordered write-set {seqno} does not decode: {error}");
                 self.shared.app.log(LogLevel::Error, &message);
                 self.skip_in_order(seqno);
+                if seqno > applied_upto {
+                    // The seqno still passes the monitors, or every later commit would wait
+                    // for it.
+                    lock(&self.shared.inner)
+                        .queue
+                        .push_back(RecvEvent::Skip { seqno });
+                }
                 return;
             }
         };
@@ -2650,6 +2797,23 @@ impl Dispatcher {
             if !ready {
                 return;
             }
+            if let Some(gap) = joining.missing_before_delivery() {
+                // The snapshot ends before the donor's index (or before this node's first
+                // delivery): the seqnos in between are nowhere here. Continuing would leave
+                // a hole in the data; IST brings them (with an index to match).
+                let message = format!(
+                    "the server's state ends at {} but delivery goes on after {}: asking for \
+                     IST of the seqnos in between",
+                    gap.0, gap.1
+                );
+                joining.transfer.index = None;
+                joining.transfer.done = false;
+                joining.transfer.by_sst = false;
+                joining.request_again = true;
+                drop(inner);
+                self.shared.app.log(LogLevel::Warning, &message);
+                return;
+            }
             let index = joining.transfer.index.take().expect("checked");
             (
                 joining.received.expect("checked"),
@@ -2661,13 +2825,12 @@ impl Dispatcher {
         };
         let (position, cert) = index;
         let applied_upto = received.seqno.max(queued_upto);
-        if applied_upto < position || applied_upto < join_seqno.prev() {
-            let message = format!(
-                "the state transfer brought the node to {applied_upto} but the donor's \
-                 certification index stands at {position} and the node joined at {join_seqno}"
-            );
-            self.shared.app.log(LogLevel::Error, &message);
-        }
+        assert!(
+            applied_upto >= position && applied_upto >= join_seqno.prev(),
+            "a join finished with a hole: state up to {applied_upto}, index at {position}, \
+             joined at {join_seqno}"
+        );
+        self.in_server_upto = applied_upto;
         self.certifier = Some(cert);
         self.member_uuid = Some(lock(&self.shared.inner).own);
         {
@@ -2812,6 +2975,39 @@ fn set_group_state(inner: &Inner, state: NodeState) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A joiner whose first delivery was `join`, with the server's state at `received`,
+    /// IST queued up to `queued` and the donor's index at `index`.
+    fn joining(join: i64, received: i64, queued: i64, index: i64) -> Joining {
+        let mut joining = Joining::new(Seqno(join));
+        joining.received = Some(Gtid {
+            cluster: Uuid::NIL,
+            seqno: Seqno(received),
+        });
+        joining.transfer.queued_upto = Seqno(queued);
+        let cert = Certifier::starting_at(CertConfig::default(), Seqno(index));
+        joining.transfer.index = Some((Seqno(index), cert));
+        joining
+    }
+
+    #[test]
+    fn a_join_never_continues_past_a_hole() {
+        // The snapshot ends before the donor's index: 11 and 12 are nowhere.
+        assert_eq!(
+            joining(5, 10, -1, 12).missing_before_delivery(),
+            Some((Seqno(10), Seqno(12)))
+        );
+        // At or past the index: the held deliveries continue it.
+        assert_eq!(joining(5, 12, -1, 12).missing_before_delivery(), None);
+        assert_eq!(joining(5, 15, -1, 12).missing_before_delivery(), None);
+        // IST queued the rest after the snapshot.
+        assert_eq!(joining(5, 10, 14, 14).missing_before_delivery(), None);
+        // Deliveries start at 20: the state must reach 19 whatever the index says.
+        assert_eq!(
+            joining(20, 15, -1, 12).missing_before_delivery(),
+            Some((Seqno(15), Seqno(19)))
+        );
+    }
 
     #[test]
     fn cluster_addresses_parse_like_galera() {
