@@ -665,7 +665,8 @@ def sst_section(add, path, number):
         "every 0.2 s); MB/s = node 1's datadir / those seconds (MB = 10^6 bytes); tps = "
         "median of node 1's 1-s reports in the 10 s before the start and during the "
         f"transfer; donor requested: {'any' if donor in ('', 'any') else donor}. "
-        "Checksums: CHECKSUM TABLE of every table on node 3 against node 1 after the load. "
+        "Checksums: after the load, `trireme cluster compare` of every table on the three "
+        "nodes at rest (all Synced at one unchanging seqno, then CHECKSUM TABLE). "
         "Command: `bench/scripts/sst_pair.sh`.")
     add("")
     add("| method | result | seconds to Synced | datadir MB | MB/s | donor | tps before | "
@@ -794,8 +795,9 @@ def large_trx_section(add, out, path, number, names, have_plots, plots):
         "the end of the load. Apply tail: from the DELETE's end until nodes 2 and 3 have "
         "committed everything node 1 had then (polled every 0.1 s). Write-sets: replicated "
         "by node 1 during the DELETE (the fragments under SR); MB: their bytes "
-        "(wsrep_replicated_bytes, 10^6). Checksums: row count and "
-        "CHECKSUM TABLE sr.t equal on the 3 nodes once quiet (waited for up to 120 s). "
+        "(wsrep_replicated_bytes, 10^6). Checksums: `trireme cluster compare` of sr.t on "
+        "the 3 nodes at rest (all Synced at one unchanging seqno, then CHECKSUM TABLE; waited "
+        "for up to 120 s). "
         "FC paused: wsrep_flow_control_paused_ns of node 2 over the whole load (ms), and "
         "the pause requests (wsrep_flow_control_sent) of nodes 1/2/3. "
         f"Server settings added to every node's my.cnf: `{run.get('server_options') or 'none'}`. "
@@ -1013,7 +1015,8 @@ def main():
     consistency = out / "consistency.txt"
     if consistency.is_file():
         checks = [line for line in consistency.read_text().splitlines() if line.strip()]
-        add("Data check after all runs (CHECKSUM TABLE of every table on every node): "
+        add("Data check after all runs (`trireme cluster compare`: every node Synced at one "
+            "unchanging seqno, then CHECKSUM TABLE of every table on every node): "
             + "; ".join(checks) + ".")
         add("")
 

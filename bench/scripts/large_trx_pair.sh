@@ -24,11 +24,11 @@
 # Per variant and provider: the DELETE's wall time; the apply tail (from the DELETE's end
 # until nodes 2 and 3 reach the wsrep_last_committed node 1 had at that moment, polled every
 # 0.1 s); the write-sets node 1 replicated during the DELETE (its fragments); flow control
-# over the whole load (ms node 2 saw the group paused, pause requests each node sent); row counts and
-# CHECKSUM TABLE sr.t of the three nodes once they are quiet (waited for up to 120 s). The load
-# runs on until 5 s after the DELETE and at least 2 s after the apply tail ended, so that a
-# stall of the load while the other nodes apply is seen whole. The per-second tps (and
-# the longest run of zero-tps seconds from the DELETE's start on) are worked out by
+# over the whole load (ms node 2 saw the group paused, pause requests each node sent); row
+# counts and `trireme cluster compare` of sr.t at rest once the nodes are quiet (waited for up
+# to 120 s). The load runs on until 5 s after the DELETE and at least 2 s after the apply tail
+# ended, so that a stall of the load while the other nodes apply is seen whole. The per-second
+# tps (and the longest run of zero-tps seconds from the DELETE's start on) are worked out by
 # bench/harness/report.py from the sysbench output.
 #
 # A commit that waits for a group which has gone on without node 1 never returns, so the
@@ -190,10 +190,11 @@ fill() { # side lo hi
 }
 
 # Until the three nodes have applied everything (equal wsrep_last_committed, empty receive
-# queues) and hold the same sr.t (row count and CHECKSUM TABLE). Sets conv_equal (yes/no),
-# conv_s, conv_detail.
+# queues; conv_s is how long that took), then `trireme cluster compare` of sr.t at rest
+# (every node Synced at one unchanging seqno, CHECKSUM TABLE, the first differing rows if
+# any). Sets conv_equal (yes/no), conv_s, conv_detail and conv_rows (node 1's row count).
 converge() { # side limit_s
-  local side=$1 t0 end n vars=() sums=() counts=() s q c
+  local side=$1 t0 end n vars=() s q rc=0 report=$work/compare-$1.txt
   t0=$(now_ns); end=$(( t0 + $2 * 1000000000 ))
   conv_equal=no; conv_s=nan; conv_detail=""
   while :; do
@@ -206,24 +207,18 @@ converge() { # side limit_s
     conv_detail="last_committed/recv_queue ${vars[*]}"
     if [[ ${vars[0]} =~ ^[0-9]+/0$ ]] && [ "${vars[0]}" = "${vars[1]}" ] \
         && [ "${vars[1]}" = "${vars[2]}" ]; then
-      sums=(); counts=()
-      for n in 1 2 3; do
-        c=$(sql "$side" "$n" 600 "SELECT COUNT(*) FROM sr.t" 2>/dev/null || echo "?")
-        s=$(sql "$side" "$n" 600 "CHECKSUM TABLE sr.t" 2>/dev/null | cut -f2 || echo "?")
-        counts+=("$c"); sums+=("$s")
-      done
-      conv_detail="rows ${counts[*]}; checksums ${sums[*]}"
-      if [[ ${counts[0]} =~ ^[0-9]+$ ]] && [ -n "${sums[0]}" ] && [ "${sums[0]}" != "?" ] \
-          && [ "${counts[0]}" = "${counts[1]}" ] && [ "${counts[1]}" = "${counts[2]}" ] \
-          && [ "${sums[0]}" = "${sums[1]}" ] && [ "${sums[1]}" = "${sums[2]}" ]; then
-        conv_equal=yes; conv_s=$(secs "$t0" "$(now_ns)")
-        conv_rows=("${counts[@]}")
-        return 0
-      fi
+      conv_s=$(secs "$t0" "$(now_ns)")
+      break
     fi
     (( $(now_ns) < end )) || return 1
     sleep 1
   done
+  "$trireme" cluster compare --dir "$work/$side" --tables sr.t --timeout "$2" \
+    >"$report" 2>&1 || rc=$?
+  conv_detail=$(tr '\n' ' ' < "$report")
+  [ "$rc" = 0 ] || return 1
+  conv_equal=yes
+  conv_rows=("$(sql "$side" 1 600 "SELECT COUNT(*) FROM sr.t" 2>/dev/null || echo "?")")
 }
 
 # Every node Synced and ready in a 3-node primary component, as each of them sees it: a node

@@ -5,8 +5,9 @@
 # stopped and its datadir emptied, then oltp_write_only (4 threads, unthrottled) runs on
 # node 1 while node 3 is started again and has to receive the whole datadir. Timed from `trireme
 # cluster start 3` until node 3 reports Synced (polled every 0.2 s); sysbench's 1-s reports
-# give node 1's tps in the 10 s before the start and during the transfer; CHECKSUM TABLE then
-# compares node 3 with node 1. Last, node 2 is stopped and its datadir copied with tar and
+# give node 1's tps in the 10 s before the start and during the transfer. Once sysbench is
+# stopped, `trireme cluster compare` compares the three nodes at rest (all Synced at one
+# unchanging seqno, then CHECKSUM TABLE; a difference names the first differing rows). Last, node 2 is stopped and its datadir copied with tar and
 # with cp: what the disk does here with no database in between, the ceiling a transfer could
 # reach.
 #
@@ -27,7 +28,7 @@
 # Time: on a 2-core machine (64 MB buffer pool, three servers applying) prepare took 31 s for
 # 1 table of 1M rows and 49 s for 2 (two at a time); each 1M-row table adds about 235 MB to
 # a 156 MB empty datadir. The default 8 x 1M rows (about 2 GB) so takes 3-4 minutes to
-# prepare, before the transfers and two CHECKSUM TABLE passes per method.
+# prepare, before the transfers and one comparison (three CHECKSUM TABLE passes) per method.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tables=${1:-8}; table_size=${2:-1000000}; methods=${3:-"trireme rsync mariabackup"}
@@ -163,12 +164,23 @@ step() {
   return 1
 }
 
-# The CHECKSUM TABLE values of `list`'s tables on a node, once it has applied everything
-# ordered before the SELECT (wsrep_sync_wait=1).
-checksums() { # socket list
-  timeout 1200 mariadb --no-defaults -S "$1" -uroot -N -B -e \
-    "SET SESSION wsrep_sync_wait=1; SELECT 1 FROM sbtest.sbtest1 LIMIT 1; CHECKSUM TABLE $2" \
-    | awk -F'\t' 'NF == 2 { print $2 }' | tr '\n' ' '
+# Compares the sysbench tables on the three nodes at rest (`trireme cluster compare`: every
+# node Synced at one unchanging seqno, then CHECKSUM TABLE, and the first differing rows if
+# any). Prints yes, no (the report goes to stderr and $2) or "not at rest".
+compare_at_rest() { # method report
+  local list="" i rc=0
+  for i in $(seq 1 "$tables"); do list+="sbtest.sbtest$i,"; done
+  "$trireme" cluster compare --dir "$c" --tables "${list%,}" --timeout 1200 >"$2" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
+    echo yes
+  elif grep -q 'differ$' "$2"; then
+    echo "$1: the nodes differ:" >&2
+    cat "$2" >&2
+    echo no
+  else
+    echo "$1: no comparison: $(tail -n 1 "$2")" >&2
+    echo "not at rest"
+  fi
 }
 
 failed=0
@@ -311,11 +323,7 @@ run_method() { # method
   record "$method" tps_ratio "$(ratio_of "$during" "$before")"
 
   if [ "$result" = synced ]; then
-    local list="" i sums1 sums3
-    for i in $(seq 1 "$tables"); do list+="sbtest.sbtest$i,"; done
-    sums1=$(checksums "$c/node1/mysqld.sock" "${list%,}" || true)
-    sums3=$(checksums "$c/node3/mysqld.sock" "${list%,}" || true)
-    if [ -n "$sums1" ] && [ "$sums1" = "$sums3" ]; then equal=yes; else equal=no; fi
+    equal=$(compare_at_rest "$method" "$out/sst-$method-compare.txt")
     joiner_bytes=$(du -sb "$c/node3/data" | cut -f1)
   else
     echo "$method: node 3 did not become Synced ($result); last lines of its error log:" >&2

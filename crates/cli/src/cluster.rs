@@ -1025,8 +1025,9 @@ impl Cluster {
         Ok(pid)
     }
 
-    /// Waits until `node` is Synced and ready (and, with `size`, sees that many members).
-    fn wait_synced(&self, node: usize, size: Option<usize>) -> Result<()> {
+    /// Waits (at most the node start timeout) until `node` is Synced and ready (and, with
+    /// `size`, sees that many members).
+    pub fn wait_synced(&self, node: usize, size: Option<usize>) -> Result<()> {
         let timeout = self.timeouts.node_start;
         let deadline = Instant::now() + timeout;
         loop {

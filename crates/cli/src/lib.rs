@@ -21,8 +21,12 @@
 #![allow(clippy::disallowed_methods)]
 
 mod cluster;
+mod compare;
 pub mod config;
 pub mod grastate;
+pub mod load;
+mod row_diff;
+pub mod soak;
 mod sys;
 
 pub use cluster::{
@@ -30,6 +34,7 @@ pub use cluster::{
     NodeStatus, Signal, Timeouts, UpOptions, INSTALL_DB, MARIADBD, MARIADB_CLIENT,
     PROVIDER_FILE_NAME, SST_SCRIPT,
 };
+pub use compare::{Comparison, RestOptions, TableComparison};
 pub use config::{ClusterConfig, NodePorts, SstMethod};
 pub use grastate::GraState;
 

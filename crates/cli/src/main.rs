@@ -7,10 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use cli::{format_status_table, Cluster, Signal, SstMethod, Timeouts, UpOptions};
+use cli::load::LoadOptions;
+use cli::soak::{Soak, SoakOptions, TransferKind};
+use cli::{format_status_table, Cluster, RestOptions, Signal, SstMethod, Timeouts, UpOptions};
 
 /// Environment variable naming the default cluster directory.
 const DIR_ENV: &str = "TRIREME_CLUSTER_DIR";
@@ -35,6 +37,58 @@ enum Top {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Soak state transfers: on a new local 3-node cluster, bring node 3 back again and
+    /// again by SST (trireme, rsync, mariabackup), IST and a rejoin after a freeze, under
+    /// sysbench on node 1 and large transactions on node 2; after each, the nodes must be
+    /// equal at rest. Stops at the first difference, keeping the cluster.
+    Soak(SoakArgs),
+}
+
+#[derive(Args)]
+struct SoakArgs {
+    /// Cluster directory to create [default: a new directory under /tmp].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// wsrep provider library [default: libtrireme.so next to this binary].
+    #[arg(long, value_name = "PATH")]
+    provider: Option<PathBuf>,
+    /// Base port [default: the first free range from 24000].
+    #[arg(long, value_name = "P")]
+    base_port: Option<u16>,
+    /// sysbench tables.
+    #[arg(long, default_value_t = 8)]
+    tables: usize,
+    /// Rows per sysbench table.
+    #[arg(long, default_value_t = 250_000)]
+    table_size: usize,
+    /// sysbench threads on node 1 (unthrottled).
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Rows of the table the large transactions rewrite, a tenth per transaction (0: none).
+    #[arg(long, default_value_t = 100_000)]
+    large_rows: usize,
+    /// Rounds of each transfer.
+    #[arg(long, default_value_t = 20)]
+    rounds: usize,
+    /// Transfers, in the order each round runs them.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "trireme,rsync,mariabackup,ist,freeze"
+    )]
+    kinds: Vec<String>,
+    /// Seconds one transfer may take.
+    #[arg(long, default_value_t = 900, value_name = "SECONDS")]
+    transfer_timeout: u64,
+    /// More [mysqld] settings for every node, e.g. "innodb_buffer_pool_size=512M".
+    #[arg(long, value_name = "OPTIONS")]
+    server_options: Option<String>,
+    /// Write one tab-separated line per round here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Keep the (stopped) cluster directory after a soak without failure, for its logs.
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Args)]
@@ -126,6 +180,25 @@ enum ClusterCommand {
         #[arg(long, default_value_t = 120, value_name = "SECONDS")]
         timeout: u64,
     },
+    /// Compare the nodes' tables at rest: waits until every node is Synced at the same
+    /// seqno, unchanged for --settle seconds, then compares CHECKSUM TABLE and names the
+    /// first differing rows. Exits 1 if a table differs.
+    Compare {
+        #[command(flatten)]
+        dir: DirArg,
+        /// Nodes to compare, the first being the reference [default: every node].
+        #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
+        nodes: Option<Vec<usize>>,
+        /// Tables as schema.table [default: every table outside the system schemas].
+        #[arg(long, value_delimiter = ',', value_name = "SCHEMA.TABLE,...")]
+        tables: Option<Vec<String>>,
+        /// Seconds the positions must stay equal and unchanged.
+        #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
+        settle: f64,
+        /// Seconds to wait for rest.
+        #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+        timeout: u64,
+    },
     /// Stop one node cleanly.
     Stop {
         /// Node number (1-based).
@@ -152,7 +225,7 @@ enum SignalArg {
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("trireme: error: {e}");
             for cause in e.chain().skip(1) {
@@ -163,8 +236,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
-    let Top::Cluster { command } = cli.command;
+fn run(cli: Cli) -> Result<ExitCode> {
+    let command = match cli.command {
+        Top::Cluster { command } => command,
+        Top::Soak(args) => return soak(args),
+    };
     match command {
         ClusterCommand::Up {
             nodes,
@@ -243,10 +319,110 @@ fn run(cli: Cli) -> Result<()> {
             cluster.start_node(node)?;
             print!("{}", format_status_table(&cluster.status()));
         }
+        ClusterCommand::Compare {
+            dir,
+            nodes,
+            tables,
+            settle,
+            timeout,
+        } => {
+            let cluster = Cluster::open(dir.resolve())?;
+            let nodes = nodes.unwrap_or_else(|| (1..=cluster.nodes()).collect());
+            if !(0.0..=3600.0).contains(&settle) {
+                bail!("--settle {settle} is not between 0 and 3600 seconds");
+            }
+            let rest = RestOptions {
+                settle: Duration::from_secs_f64(settle),
+                timeout: Duration::from_secs(timeout),
+            };
+            let comparison = cluster.compare_at_rest(&nodes, tables.as_deref(), rest)?;
+            print!("{}", comparison.report());
+            if !comparison.equal() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         ClusterCommand::Stop { node, dir } => {
             let cluster = Cluster::open(dir.resolve())?;
             cluster.stop_node(node)?;
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+fn soak(args: SoakArgs) -> Result<ExitCode> {
+    let kinds = args
+        .kinds
+        .iter()
+        .map(|k| k.parse::<TransferKind>())
+        .collect::<Result<Vec<_>>>()?;
+    if args.rounds == 0 || args.tables == 0 || args.table_size == 0 || args.threads == 0 {
+        bail!("--rounds, --tables, --table-size and --threads must be at least 1");
+    }
+    let dir = args.dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("trireme-soak-{}", std::process::id()))
+    });
+    let base_port = match args.base_port {
+        Some(port) => port,
+        None => cli::find_free_base_port(3, 24000).context("no free port range below 32768")?,
+    };
+    let opts = SoakOptions {
+        dir: dir.clone(),
+        provider: args.provider,
+        base_port,
+        server_options: args.server_options,
+        load: LoadOptions {
+            tables: args.tables,
+            table_size: args.table_size,
+            threads: args.threads,
+            large_rows: args.large_rows,
+            sysbench_node: 1,
+            large_node: 2,
+        },
+        rounds: args.rounds,
+        kinds,
+        transfer_timeout: Duration::from_secs(args.transfer_timeout),
+        warmup: Duration::from_secs(3),
+        rest: RestOptions::default(),
+    };
+    eprintln!(
+        "trireme soak: {} round(s) of {}; {} x {} rows, {} sysbench threads on node1, \
+         large transactions of {} rows on node2; cluster in {}",
+        opts.rounds,
+        args.kinds.join(", "),
+        opts.load.tables,
+        opts.load.table_size,
+        opts.load.threads,
+        opts.load.large_rows / 10,
+        dir.display()
+    );
+    let mut soak = Soak::create(opts)?;
+    let outcome = soak.run(&mut |line| eprintln!("trireme soak: {line}"));
+    if let Some(path) = &args.report {
+        std::fs::write(path, soak.tsv())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{}", soak.summary());
+    match outcome {
+        Ok(()) if args.keep => {
+            soak.cluster().down()?;
+            eprintln!(
+                "trireme soak: the stopped cluster is kept in {}",
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(()) => {
+            soak.remove()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!(
+                "trireme soak: FAILED: {error:#}\nthe cluster is left in {} for inspection; \
+                 stop it with `trireme cluster down --dir {}`",
+                dir.display(),
+                dir.display()
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }

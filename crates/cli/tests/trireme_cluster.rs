@@ -31,7 +31,8 @@ use cli::{Cluster, Signal, UpOptions};
 
 mod common;
 use common::{
-    assert_all_synced, new_cluster_dir, preflight, trireme_provider, value, wait_consistent, NODES,
+    assert_all_synced, assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider, value,
+    wait_consistent, NODES,
 };
 
 fn insert_rows(cluster: &Cluster, node: usize, first: u32, count: u32) {
@@ -98,24 +99,9 @@ fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
         "sysbench failed (an error other than a deadlock?):\n{report}"
     );
     assert!(report.contains("transactions:"), "{report}");
-    let tables = (1..=8)
-        .map(|t| format!("sbtest.sbtest{t}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let sums: Vec<String> = (1..=NODES)
-            .map(|n| value(cluster, n, &format!("CHECKSUM TABLE {tables}")))
-            .collect();
-        if sums.iter().all(|s| *s == sums[0]) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "nodes differ after sysbench: {sums:?}"
-        );
-        thread::sleep(Duration::from_millis(500));
-    }
+    let tables: Vec<String> = (1..=8).map(|t| format!("sbtest.sbtest{t}")).collect();
+    let tables: Vec<&str> = tables.iter().map(String::as_str).collect();
+    assert_equal_at_rest(cluster, &tables);
 }
 
 /// A write big enough that node 2 needs a while to apply it, then at once a read on node 2

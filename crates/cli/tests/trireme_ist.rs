@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use cli::{Cluster, UpOptions};
 
 mod common;
-use common::{new_cluster_dir, preflight, trireme_provider, value, ClusterGuard};
+use common::{
+    assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider, value, ClusterGuard,
+};
 
 /// The tests of this file run one at a time: each runs a 3-node cluster, and both would
 /// otherwise pick the same free port range.
@@ -44,14 +46,6 @@ fn create_schema(cluster: &Cluster) {
              DELIMITER ;\n",
         )
         .unwrap();
-}
-
-fn checksum(cluster: &Cluster, node: usize) -> String {
-    value(
-        cluster,
-        node,
-        "SET SESSION wsrep_sync_wait = 1; CHECKSUM TABLE ist.t",
-    )
 }
 
 /// The part of node's error log written since `from` lines.
@@ -117,8 +111,7 @@ fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
         !log.contains("state transfer by SST"),
         "node 3 did not fall back to SST:\n{log}"
     );
-    let expected = checksum(&cluster, 1);
-    assert_eq!(checksum(&cluster, 3), expected);
+    assert_equal_at_rest(&cluster, &["ist.t"]);
     assert_eq!(
         status_var(&cluster, 3, "wsrep_last_committed"),
         status_var(&cluster, 1, "wsrep_last_committed")
@@ -156,8 +149,7 @@ fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
         "node 2 says what it recovered and what it threw away:\n{log}"
     );
     assert!(!log.contains("got signal"), "no crash:\n{log}");
-    let expected = checksum(&cluster, 1);
-    assert_eq!(checksum(&cluster, 2), expected);
+    assert_equal_at_rest(&cluster, &["ist.t"]);
     assert!(cluster.node_status(2).is_synced());
     cluster.down().unwrap();
     drop(guard);
@@ -212,7 +204,7 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
         log.contains("failed: IST stream truncated") && log.contains("asking again"),
         "the stream cut after 1,000 records was noticed and IST asked for again:\n{log}"
     );
-    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+    assert_equal_at_rest(&cluster, &["ist.t"]);
 
     // Thawing releases the space at the next write-sets.
     cluster
@@ -249,7 +241,7 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
         log.contains("state transfer by SST") && log.contains("is missing on this donor"),
         "node 3 fell back to SST and says which seqno was missing where:\n{log}"
     );
-    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+    assert_equal_at_rest(&cluster, &["ist.t"]);
     cluster.down().unwrap();
     drop(guard);
 }
@@ -277,7 +269,7 @@ fn within_its_disk_budget_the_gcache_keeps_what_an_absent_member_needs() {
         log.contains("receiving IST of seqnos") && !log.contains("state transfer by SST"),
         "with no freeze, the absent node 3 still rejoined by IST:\n{log}"
     );
-    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+    assert_equal_at_rest(&cluster, &["ist.t"]);
     cluster.down().unwrap();
     drop(guard);
 }

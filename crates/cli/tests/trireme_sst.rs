@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use cli::{Cluster, SstMethod, UpOptions};
 
 mod common;
-use common::{new_cluster_dir, preflight, trireme_provider, value};
+use common::{assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider};
 
 /// Every trireme donor of this cluster corrupts its 3rd data piece once, after computing its
 /// checksum (read by the donor's `wsrep_sst_trireme` from the server's environment).
@@ -33,13 +33,8 @@ fn log_since(cluster: &Cluster, node: usize, from: usize) -> String {
     whole.lines().skip(from).collect::<Vec<_>>().join("\n")
 }
 
-fn checksum(cluster: &Cluster, node: usize) -> String {
-    value(
-        cluster,
-        node,
-        "SET SESSION wsrep_sync_wait = 1; CHECKSUM TABLE sst.t, sbtest.sbtest1, sbtest.sbtest2",
-    )
-}
+/// The tables written in this test.
+const TABLES: [&str; 3] = ["sst.t", "sbtest.sbtest1", "sbtest.sbtest2"];
 
 /// Every file of a datadir with its size and modification time, except the provider's own
 /// files (which the server rewrites at every start).
@@ -214,7 +209,7 @@ fn trireme_sst_hot_resumable_checked_and_preflighted() {
         load_out.contains("transactions:") || load.status.code().is_none(),
         "sysbench ran during the transfer: {load_out}"
     );
-    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+    assert_equal_at_rest(&cluster, &TABLES);
     assert!(cluster.node_status(3).is_synced());
     assert!(
         cluster.node_status(2).is_synced(),
@@ -284,7 +279,7 @@ fn trireme_sst_hot_resumable_checked_and_preflighted() {
         !staging.exists(),
         "the staging directory is gone after the swap"
     );
-    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+    assert_equal_at_rest(&cluster, &TABLES);
 
     // 3. Preflight failures: each stops the joiner with its own message and touches nothing.
     let cnf = cluster.dir().join("node3/my.cnf");
@@ -362,7 +357,7 @@ fn trireme_sst_hot_resumable_checked_and_preflighted() {
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("node 3 joins once the causes are fixed: {e:#}"));
-    assert_eq!(checksum(&cluster, 3), checksum(&cluster, 1));
+    assert_equal_at_rest(&cluster, &TABLES);
     cluster.down().unwrap();
     drop(guard);
 }

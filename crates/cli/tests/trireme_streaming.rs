@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use cli::{Cluster, Signal, UpOptions};
 
 mod common;
-use common::{new_cluster_dir, preflight, trireme_provider, value, NODES};
+use common::{
+    assert_nodes_equal_at_rest, new_cluster_dir, preflight, trireme_provider, value, NODES,
+};
 
 /// Rows in the test table: the 200,000-row transactions leave some behind.
 const ROWS: u64 = 250_000;
@@ -40,37 +42,25 @@ fn fragments_stored(cluster: &Cluster, node: usize) -> u64 {
     .unwrap()
 }
 
-/// `(rows, CHECKSUM TABLE)` of `sr.t` on `node`, once it has applied everything ordered
-/// before the query (causal read).
-fn table_state(cluster: &Cluster, node: usize, table: &str) -> (u64, String) {
-    let out = value(
-        cluster,
-        node,
-        &format!(
-            "SET SESSION wsrep_sync_wait = 1; SELECT COUNT(*) FROM {table}; CHECKSUM TABLE {table}"
-        ),
-    );
-    let mut lines = out.lines();
-    let rows = lines.next().unwrap().trim().parse().unwrap();
-    let checksum = lines
-        .next()
-        .and_then(|l| l.split('\t').nth(1))
-        .expect("table<TAB>checksum")
-        .to_string();
-    (rows, checksum)
+/// The listed nodes are equal at rest in `table`, which has `rows` rows; returns the
+/// checksum.
+fn assert_equal_rows(cluster: &Cluster, nodes: &[usize], table: &str, rows: u64) -> String {
+    let comparison = assert_nodes_equal_at_rest(cluster, nodes, &[table]);
+    for &node in nodes {
+        let count: u64 = value(cluster, node, &format!("SELECT COUNT(*) FROM {table}"))
+            .parse()
+            .unwrap();
+        assert_eq!(count, rows, "rows of {table} on node{node}");
+    }
+    comparison.tables[0].checksums[0]
+        .clone()
+        .expect("the table exists")
 }
 
-/// Every listed node has `rows` rows in `table`, the same checksum, and no stored
-/// fragments; returns the checksum.
+/// [`assert_equal_rows`], and no listed node stores fragments or counts an open
+/// streaming transaction.
 fn assert_equal_and_clean(cluster: &Cluster, nodes: &[usize], table: &str, rows: u64) -> String {
-    let states: Vec<(u64, String)> = nodes
-        .iter()
-        .map(|&n| table_state(cluster, n, table))
-        .collect();
-    assert!(
-        states.iter().all(|s| *s == states[0]) && states[0].0 == rows,
-        "nodes {nodes:?} disagree on {table} (expected {rows} rows): {states:?}"
-    );
+    let checksum = assert_equal_rows(cluster, nodes, table, rows);
     for &node in nodes {
         // The streaming log is written by the appliers; wait for the last of them.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -87,7 +77,7 @@ fn assert_equal_and_clean(cluster: &Cluster, nodes: &[usize], table: &str, rows:
             "node{node} still counts an open streaming transaction"
         );
     }
-    states[0].1.clone()
+    checksum
 }
 
 /// Runs `statement` on `node` of the cluster in `dir` on a thread of its own; the result is
@@ -323,15 +313,10 @@ fn streaming_transactions_commit_roll_back_win_conflicts_and_die_with_their_node
     cluster
         .start_node(1)
         .unwrap_or_else(|e| panic!("node 1 rejoins: {e:#}"));
-    let states: Vec<(u64, String)> = all
-        .iter()
-        .map(|&n| table_state(&cluster, n, "sr.t"))
-        .collect();
-    assert!(
-        states
-            .iter()
-            .all(|s| *s == (ROWS - 5_000, after_conflicts.clone())),
-        "node 1 rejoined with the survivors' data: {states:?}"
+    assert_eq!(
+        assert_equal_rows(&cluster, &all, "sr.t", ROWS - 5_000),
+        after_conflicts,
+        "node 1 rejoined with the survivors' data"
     );
     cluster.stop_node(3).unwrap();
     cluster

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cli::{find_free_base_port, Cluster, MARIADBD};
+use cli::{find_free_base_port, Cluster, Comparison, RestOptions, MARIADBD};
 
 /// Nodes in every test cluster.
 pub(crate) const NODES: usize = 3;
@@ -94,21 +94,43 @@ pub(crate) fn table_state(cluster: &Cluster, node: usize) -> (u64, String) {
     (count, checksum)
 }
 
-/// Waits (at most 60 s: replication applies asynchronously on the other nodes) until every
-/// node has `rows` rows and all checksums agree; returns the checksum.
+/// How long the cluster tests wait for rest before a comparison.
+const REST: RestOptions = RestOptions {
+    settle: Duration::from_secs(1),
+    timeout: Duration::from_secs(120),
+};
+
+/// Compares `tables` on every node at rest (all Synced at one unchanging seqno, then
+/// CHECKSUM TABLE); a difference fails the test with the first differing rows.
+pub(crate) fn assert_equal_at_rest(cluster: &Cluster, tables: &[&str]) -> Comparison {
+    let nodes: Vec<usize> = (1..=cluster.nodes()).collect();
+    assert_nodes_equal_at_rest(cluster, &nodes, tables)
+}
+
+/// [`assert_equal_at_rest`] for some of the nodes (the others may be down).
+pub(crate) fn assert_nodes_equal_at_rest(
+    cluster: &Cluster,
+    nodes: &[usize],
+    tables: &[&str],
+) -> Comparison {
+    let tables: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
+    let comparison = cluster
+        .compare_at_rest(nodes, Some(&tables), REST)
+        .unwrap_or_else(|e| panic!("no comparison at rest: {e:#}"));
+    assert!(comparison.equal(), "{}", comparison.report());
+    comparison
+}
+
+/// Waits for rest, then checks that every node has `rows` rows in the test table and the
+/// same checksum; returns the checksum.
 pub(crate) fn wait_consistent(cluster: &Cluster, rows: u64) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let states: Vec<(u64, String)> = (1..=NODES).map(|n| table_state(cluster, n)).collect();
-        if states.iter().all(|s| *s == states[0]) && states[0].0 == rows {
-            return states[0].1.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "nodes disagree after 60 s: {states:?}"
-        );
-        thread::sleep(Duration::from_millis(200));
+    let comparison = assert_equal_at_rest(cluster, &["trireme_test.t"]);
+    for node in 1..=NODES {
+        assert_eq!(table_state(cluster, node).0, rows, "rows on node{node}");
     }
+    comparison.tables[0].checksums[0]
+        .clone()
+        .expect("the table exists")
 }
 
 pub(crate) fn assert_all_synced(cluster: &Cluster) {
