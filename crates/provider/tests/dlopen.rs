@@ -129,8 +129,15 @@ fn a_second_connect_is_refused_and_runtime_options_are_checked() {
         .local_addr()
         .unwrap()
         .port();
-    let options =
-        format!("gmcast.listen_addr=tcp://127.0.0.1:{listen}; ist.recv_addr=127.0.0.1:{ist}\0");
+    // The node keeps grastate.dat and its gcache in base_dir: a directory of its own, not
+    // the crate the test runs in.
+    let base_dir = std::env::temp_dir().join(format!("trireme-dlopen-{}", std::process::id()));
+    std::fs::create_dir_all(&base_dir).unwrap();
+    let options = format!(
+        "base_dir={}; gmcast.listen_addr=tcp://127.0.0.1:{listen}; \
+         ist.recv_addr=127.0.0.1:{ist}\0",
+        base_dir.display()
+    );
     let args = init_args(CStr::from_bytes_with_nul(options.as_bytes()).unwrap());
     assert_eq!(unsafe { (table.init.unwrap())(table, &args) }, WSREP_OK);
     let connect = table.connect.unwrap();
@@ -198,4 +205,5 @@ fn a_second_connect_is_refused_and_runtime_options_are_checked() {
         free_fn(table);
         free_fn(table);
     }
+    std::fs::remove_dir_all(&base_dir).unwrap();
 }
