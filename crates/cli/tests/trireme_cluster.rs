@@ -1,6 +1,8 @@
 //! Real MariaDB on Trireme: three `mariadbd` processes load `libtrireme.so` (built next to
 //! this test), form a cluster, and the test checks what a Galera user relies on:
 //! - DDL and DML on every node reach the others, with equal `CHECKSUM TABLE`;
+//! - a row changed on one node alone is named by the comparison at rest (its key, and the
+//!   row as each node has it);
 //! - two nodes updating the same row at once: exactly one commits, the other client gets
 //!   a deadlock error (1213), and the nodes stay equal;
 //! - a local transaction holding a row lock is brute-force aborted by a replicated write,
@@ -27,7 +29,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cli::{Cluster, Signal, UpOptions};
+use cli::{Cluster, RestOptions, Signal, UpOptions};
 
 mod common;
 use common::{
@@ -200,6 +202,36 @@ fn a_three_node_cluster_on_trireme() {
             "ALTER TABLE trireme_test.t ADD COLUMN n INT NOT NULL DEFAULT 0",
         )
         .unwrap();
+    wait_consistent(&cluster, 120);
+
+    // A row changed on node 3 alone (replication off for the session) is found by its key.
+    let original = value(&cluster, 1, "SELECT v FROM trireme_test.t WHERE id = 2005");
+    let set_v_on_node3 = |v: &str| {
+        cluster
+            .sql(
+                3,
+                &format!(
+                    "SET SESSION wsrep_on = 0; \
+                     UPDATE trireme_test.t SET v = '{v}' WHERE id = 2005"
+                ),
+            )
+            .unwrap()
+    };
+    set_v_on_node3("diverged");
+    let comparison = cluster
+        .compare_at_rest(
+            &[1, 2, 3],
+            Some(&["trireme_test.t".to_string()]),
+            RestOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let report = comparison.report();
+    assert!(!comparison.equal(), "{report}");
+    assert!(
+        report.contains("id=2005: node1 (") && report.contains("node3 ('2005', '3', 'diverged'"),
+        "the report names the differing row:\n{report}"
+    );
+    set_v_on_node3(&original);
     wait_consistent(&cluster, 120);
 
     // Two nodes update the same row at once: first committer wins.
