@@ -119,16 +119,18 @@ pub struct Load {
 }
 
 /// What the large-transaction writer did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LargeCounts {
     /// Transactions committed.
     pub committed: u64,
     /// Transactions that failed (a conflict, a view change); the writer went on.
     pub failed: u64,
+    /// The client's error for the first failure.
+    pub first_error: Option<String>,
 }
 
 /// What a load did, once stopped.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LoadSummary {
     /// Transactions sysbench committed.
     pub transactions: u64,
@@ -246,7 +248,12 @@ fn write_large(
         };
         match cluster.sql(node, &format!("BEGIN; {body}; COMMIT")) {
             Ok(_) => counts.committed += 1,
-            Err(_) => counts.failed += 1,
+            Err(error) => {
+                counts.failed += 1;
+                let text = format!("{error:#}");
+                let last = text.lines().last().unwrap_or_default().to_string();
+                counts.first_error.get_or_insert(last);
+            }
         }
         round += 1;
         thread::sleep(LARGE_PAUSE);

@@ -175,15 +175,20 @@ impl Soak {
                 let record = self
                     .round(kind, round)
                     .with_context(|| format!("round {round} of {kind}"))?;
+                let large = &record.load.large;
+                let failed = match (&large.first_error, large.failed) {
+                    (Some(error), n) if n > 0 => format!(", {n} failed, the first with: {error}"),
+                    _ => String::new(),
+                };
                 progress(&format!(
                     "round {round}/{} {kind:<11} donor node{}: back in {:.1} s, all equal at \
-                     seqno {} (load {:.0} tps, {} large transactions)",
+                     seqno {} (load {:.0} tps, {} large transactions{failed})",
                     self.opts.rounds,
                     record.donor,
                     record.seconds,
                     record.seqno,
                     record.load.tps,
-                    record.load.large.committed
+                    large.committed
                 ));
                 self.records.push(record);
             }
