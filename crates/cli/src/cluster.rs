@@ -1097,7 +1097,7 @@ impl Cluster {
 
     // ---- helpers -----------------------------------------------------------------------
 
-    fn check_node(&self, node: usize) -> Result<()> {
+    pub(crate) fn check_node(&self, node: usize) -> Result<()> {
         if !(1..=self.config.nodes).contains(&node) {
             bail!(
                 "no node {node}: the cluster has nodes 1 to {}",

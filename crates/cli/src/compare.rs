@@ -8,7 +8,7 @@
 //! moved. A difference is then located down to the first differing rows
 //! ([`crate::row_diff`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -152,6 +152,9 @@ impl Cluster {
         if nodes.len() < 2 {
             bail!("a comparison needs at least two nodes, got {nodes:?}");
         }
+        for &node in nodes {
+            self.check_node(node)?;
+        }
         let mut moved = Vec::new();
         for _ in 0..ATTEMPTS {
             let seqno = self.wait_at_rest(nodes, opts)?;
@@ -210,7 +213,7 @@ impl Cluster {
              WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN ({})",
             excluded.join(", ")
         );
-        let mut tables = std::collections::BTreeSet::new();
+        let mut tables = BTreeSet::new();
         for &node in nodes {
             let out = self
                 .sql(node, &query)
