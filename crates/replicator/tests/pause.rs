@@ -11,12 +11,10 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use base::{Gtid, KeyType, Seqno};
+use base::{Gtid, Seqno};
 mod common;
-use common::{settings, wait_for};
-use replicator::{
-    Application, ApplyAction, CertifyOutcome, LogLevel, RecvContext, Replicator, ViewInfo,
-};
+use common::{certify_row, commit_certified, commit_in_order, settings, wait_for};
+use replicator::{Application, ApplyAction, LogLevel, RecvContext, Replicator, ViewInfo};
 
 /// How long a call must stay blocked for the test to call it held.
 const HELD_FOR: Duration = Duration::from_millis(400);
@@ -66,10 +64,7 @@ impl Application for GatedServer {
             self.inside.lock().unwrap().retain(|s| *s != seqno.0);
         }
         drop(hold);
-        let me = self.me.get().unwrap();
-        me.commit_order_enter(seqno).unwrap();
-        self.applied.lock().unwrap().push(seqno.0);
-        me.commit_order_leave(seqno);
+        commit_in_order(self.me.get().unwrap(), seqno, &self.applied);
         true
     }
     fn synced(&self) {
@@ -152,37 +147,6 @@ impl Pair {
     }
 }
 
-/// Certifies a one-row transaction on `node`, retrying while the node is not primary yet.
-fn certify(node: &Replicator, trx: u64) -> CertifyOutcome {
-    node.append_key(
-        trx,
-        vec![b"db".to_vec(), b"t".to_vec(), trx.to_le_bytes().to_vec()],
-        KeyType::Update,
-    );
-    node.append_data(trx, b"row");
-    let flags = writeset::flags::TRX_START | writeset::flags::TRX_END;
-    let mut outcome = CertifyOutcome::NotOrdered;
-    for _ in 0..100 {
-        outcome = node.certify(1, trx, flags);
-        if outcome != CertifyOutcome::NotOrdered {
-            break;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    outcome
-}
-
-/// Commits a certified transaction the way the server does.
-fn commit(node: &Replicator, trx: u64, outcome: CertifyOutcome) -> Seqno {
-    let CertifyOutcome::Committable(meta) = outcome else {
-        panic!("transaction {trx}: {outcome:?}")
-    };
-    node.commit_order_enter(meta.gtid.seqno).unwrap();
-    node.commit_order_leave(meta.gtid.seqno);
-    node.release(trx);
-    meta.gtid.seqno
-}
-
 /// A `pause` on node 2 that is still waiting, and what it waits for.
 struct PendingPause {
     /// The seqno node 2's applier is held inside `apply` of.
@@ -196,7 +160,7 @@ struct PendingPause {
 fn pause_while_applying(pair: &Pair) -> PendingPause {
     let (node1, node2, app2) = (&pair.nodes[0], pair.nodes[1].clone(), &pair.apps[1]);
     app2.set_hold(true);
-    let held = commit(node1, 1, certify(node1, 1));
+    let held = commit_certified(node1, 1, certify_row(node1, 1));
     wait_for("node 2's applier to be inside apply", || {
         app2.inside.lock().unwrap().contains(&held.0)
     });
@@ -235,13 +199,13 @@ fn pause_waits_for_an_applier_mid_apply_then_holds_appliers_and_local_commits() 
     assert_eq!(node2.last_committed().seqno, held);
 
     // While paused: node 1 commits on, node 2 applies nothing after the point...
-    let after = commit(&node1, 2, certify(&node1, 2));
+    let after = commit_certified(&node1, 2, certify_row(&node1, 2));
     assert!(after > point);
     // ...and a local transaction on node 2 is ordered but does not get to commit.
     let (local_tx, local_rx) = mpsc::channel();
     let local = {
         let node2 = node2.clone();
-        thread::spawn(move || local_tx.send(certify(&node2, 3)).unwrap())
+        thread::spawn(move || local_tx.send(certify_row(&node2, 3)).unwrap())
     };
     let early = local_rx.recv_timeout(HELD_FOR);
     assert!(early.is_err(), "a local commit passed the pause: {early:?}");
@@ -261,7 +225,7 @@ fn pause_waits_for_an_applier_mid_apply_then_holds_appliers_and_local_commits() 
         .recv_timeout(Duration::from_secs(10))
         .expect("the local transaction goes on after resume");
     local.join().unwrap();
-    let mine = commit(&node2, 3, outcome);
+    let mine = commit_certified(&node2, 3, outcome);
     assert!(mine > after, "ordered after node 1's write-set");
     wait_for("node 2 to apply what was held", || {
         app2.applied().contains(&after.0)

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use base::{Gtid, KeyType, Seqno};
 mod common;
-use common::{free_port, settings, wait_for};
+use common::{certify_row, commit_certified, commit_in_order, free_port, settings, wait_for};
 use replicator::{
     Application, ApplyAction, CertifyOutcome, LogLevel, RecvContext, Replicator, ReplicatorError,
     SavedState, Settings, ViewInfo,
@@ -278,11 +278,8 @@ impl Application for TransferServer {
         true
     }
     fn apply(&self, _: RecvContext, action: &ApplyAction<'_>, _: &mut bool) -> bool {
-        let seqno = action.meta.gtid.seqno;
         let me = self.me.get().unwrap();
-        me.commit_order_enter(seqno).unwrap();
-        self.applied.lock().unwrap().push(seqno.0);
-        me.commit_order_leave(seqno);
+        commit_in_order(me, action.meta.gtid.seqno, &self.applied);
         true
     }
     fn synced(&self) {
@@ -361,33 +358,7 @@ fn a_joiner_gets_state_from_a_donor_then_applies_what_followed() {
     });
     // Some history before the joiner arrives.
     let commit = |replicator: &Replicator, trx: u64| {
-        replicator.append_key(
-            trx,
-            vec![b"db".to_vec(), b"t".to_vec(), trx.to_le_bytes().to_vec()],
-            KeyType::Update,
-        );
-        replicator.append_data(trx, b"row");
-        // A node that is not primary at this instant refuses, as MariaDB's clients see;
-        // like them, try again.
-        let mut outcome = CertifyOutcome::NotOrdered;
-        for _ in 0..100 {
-            outcome = replicator.certify(
-                1,
-                trx,
-                writeset::flags::TRX_START | writeset::flags::TRX_END,
-            );
-            if outcome != CertifyOutcome::NotOrdered {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let CertifyOutcome::Committable(meta) = outcome else {
-            panic!("{outcome:?}")
-        };
-        replicator.commit_order_enter(meta.gtid.seqno).unwrap();
-        replicator.commit_order_leave(meta.gtid.seqno);
-        replicator.release(trx);
-        meta.gtid.seqno
+        commit_certified(replicator, trx, certify_row(replicator, trx))
     };
     for trx in 1..=10 {
         commit(&donor, trx);
