@@ -14,7 +14,7 @@ use crate::config::{
     ClusterConfig, SstMethod, CONFIG_FILE, DEFAULT_BASE_PORT, DEFAULT_NODES, SERVER_USER,
 };
 use crate::grastate::{self, GraState};
-use crate::sys;
+use crate::sys::{self, wait_until};
 
 /// The server binary (Debian's MariaDB 10.11 package).
 pub const MARIADBD: &str = "/usr/sbin/mariadbd";
@@ -30,7 +30,7 @@ const TAIL_LINES: usize = 40;
 /// Pause between two status polls while waiting for a node.
 const WAIT_POLL: Duration = Duration::from_millis(500);
 /// The status variables the status table and the startup wait read.
-const STATUS_VARS: [&str; 10] = [
+const STATUS_VARS: [&str; 11] = [
     "wsrep_local_state_comment",
     "wsrep_ready",
     "wsrep_last_committed",
@@ -38,6 +38,7 @@ const STATUS_VARS: [&str; 10] = [
     "wsrep_flow_control_paused",
     "wsrep_cluster_size",
     "wsrep_cluster_status",
+    "wsrep_cluster_conf_id",
     "wsrep_connected",
     "wsrep_streaming_transactions",
     "wsrep_streaming_fragments",
@@ -174,6 +175,11 @@ impl NodeStatus {
     /// `wsrep_cluster_size`, if read.
     pub fn cluster_size(&self) -> Option<usize> {
         self.var("wsrep_cluster_size")?.parse().ok()
+    }
+
+    /// `wsrep_cluster_conf_id` (the number of the node's current view), if read.
+    pub fn conf_id(&self) -> Option<i64> {
+        self.var("wsrep_cluster_conf_id")?.parse().ok()
     }
 
     /// `wsrep_last_committed`, if read.
@@ -1163,20 +1169,6 @@ impl Cluster {
             .ok_or_else(|| anyhow!("the server user {user:?} does not exist"))?;
         lchown(path, Some(uid), Some(gid))
             .with_context(|| format!("cannot chown {} to {user}", path.display()))
-    }
-}
-
-/// Polls `done` every 100 ms for at most `timeout`; returns whether it became true.
-fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if done() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(100));
     }
 }
 

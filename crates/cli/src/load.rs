@@ -48,16 +48,11 @@ pub struct LoadOptions {
 }
 
 impl LoadOptions {
-    /// The sysbench tables as `schema.table`.
-    pub fn sysbench_tables(&self) -> Vec<String> {
-        (1..=self.tables)
-            .map(|i| format!("{SYSBENCH_SCHEMA}.sbtest{i}"))
-            .collect()
-    }
-
-    /// Every table the load writes.
+    /// Every table the load writes, as `schema.table`.
     pub fn tables_written(&self) -> Vec<String> {
-        let mut tables = self.sysbench_tables();
+        let mut tables: Vec<String> = (1..=self.tables)
+            .map(|i| format!("{SYSBENCH_SCHEMA}.sbtest{i}"))
+            .collect();
         if self.large_rows > 0 {
             tables.push(LARGE_TABLE.to_string());
         }
@@ -192,10 +187,8 @@ impl Load {
     pub fn stop(mut self) -> Result<LoadSummary> {
         self.stop.store(true, Ordering::SeqCst);
         let _ = sys::send_signal(self.sysbench.id(), "TERM");
-        let deadline = Instant::now() + STOP_GRACE;
-        while matches!(self.sysbench.try_wait(), Ok(None)) && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(50));
-        }
+        let sysbench = &mut self.sysbench;
+        sys::wait_until(STOP_GRACE, || !matches!(sysbench.try_wait(), Ok(None)));
         let _ = self.sysbench.kill();
         let _ = self.sysbench.wait();
         let large = match self.large.take() {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::load::{self, Load, LoadOptions, LoadSummary};
-use crate::{Cluster, RestOptions, Signal, SstMethod, UpOptions};
+use crate::{sys, Cluster, RestOptions, Signal, SstMethod, UpOptions};
 
 /// The node every transfer brings back.
 const JOINER: usize = 3;
@@ -278,49 +278,34 @@ impl Soak {
     }
 
     fn freeze_past_eviction(&self) -> Result<()> {
+        let conf_id = |node| self.cluster.node_status(node).conf_id();
         self.cluster.kill(JOINER, Signal::Stop)?;
-        let evicted = self.wait_for("the others to evict the frozen node", || {
-            let sizes: Vec<Option<usize>> = (1..=2)
-                .map(|n| self.cluster.node_status(n).cluster_size())
-                .collect();
-            sizes.iter().all(|s| *s == Some(2))
+        let evicted = sys::wait_until(EVICTION_TIMEOUT, || {
+            (1..=2).all(|n| self.cluster.node_status(n).cluster_size() == Some(2))
         });
-        // Whatever happened, the node must not stay frozen.
-        let evicted_in = self.conf_id(1);
+        let evicted_in = conf_id(1);
         thread::sleep(FROZEN_AFTER_EVICTION);
+        // Whatever happened, the node must not stay frozen.
         self.cluster.kill(JOINER, Signal::Cont)?;
-        evicted?;
+        if !evicted {
+            bail!(
+                "node{JOINER}, frozen, was not evicted within {} s",
+                EVICTION_TIMEOUT.as_secs()
+            );
+        }
         // Right after SIGCONT the node still reports the view it was frozen in: it is back
         // only once it shares a newer view with the others.
-        self.wait_for("the frozen node to be readmitted", || {
-            let own = self.conf_id(JOINER);
-            own.is_some() && own == self.conf_id(1) && own > evicted_in
-        })?;
-        self.cluster.wait_synced(JOINER, Some(3))
-    }
-
-    /// `wsrep_cluster_conf_id` of `node` (the number of its current view).
-    fn conf_id(&self, node: usize) -> Option<i64> {
-        let out = self
-            .cluster
-            .sql(node, "SHOW STATUS LIKE 'wsrep_cluster_conf_id'")
-            .ok()?;
-        out.trim().split_once('\t')?.1.parse().ok()
-    }
-
-    /// Polls `done` until it holds, for at most [`EVICTION_TIMEOUT`].
-    fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
-        let deadline = Instant::now() + EVICTION_TIMEOUT;
-        while !done() {
-            if Instant::now() >= deadline {
-                bail!(
-                    "timed out after {} s waiting for {what}",
-                    EVICTION_TIMEOUT.as_secs()
-                );
-            }
-            thread::sleep(Duration::from_millis(200));
+        let readmitted = sys::wait_until(EVICTION_TIMEOUT, || {
+            let own = conf_id(JOINER);
+            own.is_some() && own == conf_id(1) && own > evicted_in
+        });
+        if !readmitted {
+            bail!(
+                "node{JOINER} was not readmitted within {} s of SIGCONT",
+                EVICTION_TIMEOUT.as_secs()
+            );
         }
-        Ok(())
+        self.cluster.wait_synced(JOINER, Some(3))
     }
 
     /// An IST round (or a frozen node's rejoin) must really have gone through IST.

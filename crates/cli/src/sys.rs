@@ -25,6 +25,22 @@ pub(crate) struct Output {
 
 /// How long a poll loop sleeps between checks.
 const POLL: Duration = Duration::from_millis(20);
+/// How long [`wait_until`] sleeps between checks.
+const WAIT_UNTIL_POLL: Duration = Duration::from_millis(100);
+
+/// Polls `done` every 100 ms for at most `timeout`; returns whether it became true.
+pub(crate) fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(WAIT_UNTIL_POLL);
+    }
+}
 
 /// Describes a command for error messages: the program and its arguments.
 pub(crate) fn describe(cmd: &Command) -> String {
