@@ -14,6 +14,7 @@ use crate::config::{
     ClusterConfig, SstMethod, CONFIG_FILE, DEFAULT_BASE_PORT, DEFAULT_NODES, SERVER_USER,
 };
 use crate::grastate::{self, GraState};
+use crate::hosts::{self, HostNetwork};
 use crate::sys::{self, wait_until};
 
 /// The server binary (Debian's MariaDB 10.11 package).
@@ -30,7 +31,7 @@ const TAIL_LINES: usize = 40;
 /// Pause between two status polls while waiting for a node.
 const WAIT_POLL: Duration = Duration::from_millis(500);
 /// The status variables the status table and the startup wait read.
-const STATUS_VARS: [&str; 11] = [
+const STATUS_VARS: [&str; 12] = [
     "wsrep_local_state_comment",
     "wsrep_ready",
     "wsrep_last_committed",
@@ -42,6 +43,7 @@ const STATUS_VARS: [&str; 11] = [
     "wsrep_connected",
     "wsrep_streaming_transactions",
     "wsrep_streaming_fragments",
+    "wsrep_raft_leader",
 ];
 
 /// Upper bounds on every wait.
@@ -92,6 +94,11 @@ pub struct UpOptions {
     pub sst_options: Option<String>,
     /// More `[mysqld]` settings for every node (`key=value; ...`).
     pub server_options: Option<String>,
+    /// Every node on a host of its own (default: all on loopback), see [`crate::hosts`].
+    pub hosts: Option<bool>,
+    /// Start every joiner at the same moment once the first node is up, as an orchestrator
+    /// starting its pods in parallel does (default: one after another).
+    pub joiners_together: bool,
     /// Bounds on the waits.
     pub timeouts: Timeouts,
 }
@@ -108,6 +115,8 @@ impl UpOptions {
             provider_options: None,
             sst_options: None,
             server_options: None,
+            hosts: None,
+            joiners_together: false,
             timeouts: Timeouts::default(),
         }
     }
@@ -180,6 +189,11 @@ impl NodeStatus {
     /// `wsrep_cluster_conf_id` (the number of the node's current view), if read.
     pub fn conf_id(&self) -> Option<i64> {
         self.var("wsrep_cluster_conf_id")?.parse().ok()
+    }
+
+    /// Whether the node says it is the Raft leader (`wsrep_raft_leader`, Trireme only).
+    pub fn is_raft_leader(&self) -> bool {
+        self.var("wsrep_raft_leader") == Some("1")
     }
 
     /// `wsrep_last_committed`, if read.
@@ -438,6 +452,13 @@ impl Cluster {
         self.config.socket(node)
     }
 
+    /// The hosts' network of a `--hosts` cluster (`None` on loopback).
+    pub fn network(&self) -> Option<HostNetwork> {
+        self.config
+            .hosts
+            .then(|| HostNetwork::new(self.config.nodes))
+    }
+
     /// The bounds on waits used by this handle.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
@@ -530,6 +551,9 @@ impl Cluster {
                 "trireme: no node of the cluster in {} is running",
                 self.dir().display()
             );
+            if let Some(network) = self.network() {
+                network.remove()?;
+            }
             return Ok(());
         }
         let mut failures = Vec::new();
@@ -540,6 +564,9 @@ impl Cluster {
         }
         if !failures.is_empty() {
             bail!("some nodes did not stop cleanly:\n{}", failures.join("\n"));
+        }
+        if let Some(network) = self.network() {
+            network.remove()?;
         }
         if let Some(node) = (1..=self.config.nodes).find(|&n| {
             self.grastate(n)
@@ -664,14 +691,13 @@ impl Cluster {
             provider_options: opts.provider_options.clone().unwrap_or_default(),
             sst_options: opts.sst_options.clone().unwrap_or_default(),
             server_options: opts.server_options.clone().unwrap_or_default(),
+            hosts: opts.hosts.unwrap_or(false),
         };
         if config.sst_method == SstMethod::Trireme {
             sst_script_dir()?;
         }
         config.validate()?;
-        for node in 1..=config.nodes {
-            check_ports(&config, node)?;
-        }
+        check_all_ports(&config)?;
         let ids = match &config.user {
             Some(user) => Some(sys::ensure_system_user(user)?),
             None => None,
@@ -701,8 +727,11 @@ impl Cluster {
             config,
             timeouts: opts.timeouts,
         };
+        if let Some(network) = cluster.network() {
+            network.create()?;
+        }
         cluster.install_db(1)?;
-        cluster.start_all(1)?;
+        cluster.start_all(1, opts.joiners_together)?;
         Ok(cluster)
     }
 
@@ -744,6 +773,11 @@ impl Cluster {
                 "--server-options",
                 opts.server_options.clone(),
                 config.server_options.clone(),
+            ),
+            (
+                "--hosts",
+                opts.hosts.map(|v| v.to_string()),
+                config.hosts.to_string(),
             ),
         ];
         for (flag, given, recorded) in conflicts {
@@ -789,8 +823,9 @@ impl Cluster {
                 cluster.config.provider.display()
             );
         }
-        for node in 1..=n {
-            check_ports(&cluster.config, node)?;
+        check_all_ports(&cluster.config)?;
+        if let Some(network) = cluster.network() {
+            network.create()?;
         }
         if let Some(user) = &cluster.config.user {
             if sys::lookup_user(user)?.is_none() {
@@ -804,7 +839,7 @@ impl Cluster {
             "trireme: restarting the cluster in {} from node{bootstrap}",
             dir.display()
         );
-        cluster.start_all(bootstrap)?;
+        cluster.start_all(bootstrap, opts.joiners_together)?;
         Ok(cluster)
     }
 
@@ -937,7 +972,7 @@ impl Cluster {
 
     /// Starts `first` as a new cluster, then every other node in order, each waited for
     /// until Synced; finally waits until every node sees the whole cluster.
-    fn start_all(&self, first: usize) -> Result<()> {
+    fn start_all(&self, first: usize, joiners_together: bool) -> Result<()> {
         let n = self.config.nodes;
         if !self.config.datadir(first).join("mysql").is_dir() {
             bail!(
@@ -950,8 +985,16 @@ impl Cluster {
         }
         self.start_process(first, true)?;
         self.wait_synced(first, None)?;
-        for node in (1..=n).filter(|&node| node != first) {
-            self.start_process(node, false)?;
+        let joiners: Vec<usize> = (1..=n).filter(|&node| node != first).collect();
+        if joiners_together {
+            for &node in &joiners {
+                self.start_process(node, false)?;
+            }
+        }
+        for &node in &joiners {
+            if !joiners_together {
+                self.start_process(node, false)?;
+            }
             self.wait_synced(node, None)?;
         }
         for node in 1..=n {
@@ -975,7 +1018,9 @@ impl Cluster {
         bootstrap: bool,
         start_position: Option<&str>,
     ) -> Result<u32> {
-        check_ports(&self.config, node)?;
+        if !self.config.hosts {
+            check_ports(&self.config, node)?;
+        }
         let pid_file = self.config.pid_file(node);
         let _ = fs::remove_file(&pid_file);
         let mut args = vec![format!(
@@ -1006,8 +1051,12 @@ impl Cluster {
         cmd.arg("-c")
             .arg(r#"out=$1; shift; setsid "$@" </dev/null >>"$out" 2>&1 & echo $!"#)
             .arg("sh")
-            .arg(self.config.stdout_log(node))
-            .arg(MARIADBD)
+            .arg(self.config.stdout_log(node));
+        if self.config.hosts {
+            // `ip netns exec` enters the host's namespace and execs the server in place.
+            cmd.args(["ip", "netns", "exec", &hosts::namespace(node)]);
+        }
+        cmd.arg(MARIADBD)
             .args(&args)
             .current_dir(self.config.node_dir(node));
         if self.config.sst_method == SstMethod::Trireme {
@@ -1182,6 +1231,17 @@ const PORT_RELEASE_WAIT: Duration = Duration::from_secs(10);
 
 /// Fails, naming the port, if any of `node`'s ports is taken on 127.0.0.1 for longer than
 /// [`PORT_RELEASE_WAIT`].
+/// On loopback every node's ports must be free; hosts have their own (fresh) namespaces.
+fn check_all_ports(config: &ClusterConfig) -> Result<()> {
+    if config.hosts {
+        return Ok(());
+    }
+    for node in 1..=config.nodes {
+        check_ports(config, node)?;
+    }
+    Ok(())
+}
+
 fn check_ports(config: &ClusterConfig, node: usize) -> Result<()> {
     for (port, what) in config.ports(node).labelled() {
         if !wait_until(PORT_RELEASE_WAIT, || sys::port_free(port)) {

@@ -32,7 +32,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Top {
-    /// Manage a local test cluster of MariaDB servers (all on 127.0.0.1).
+    /// Manage a local test cluster of MariaDB servers (on 127.0.0.1, or on hosts of their
+    /// own in network namespaces with --hosts).
     Cluster {
         #[command(subcommand)]
         command: ClusterCommand,
@@ -94,7 +95,7 @@ struct SoakArgs {
 #[derive(Args)]
 struct DirArg {
     /// Cluster directory [default: $TRIREME_CLUSTER_DIR, else ./trireme-cluster].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     dir: Option<PathBuf>,
 }
 
@@ -134,9 +135,23 @@ enum ClusterCommand {
         /// More [mysqld] settings for every my.cnf, e.g. "innodb_buffer_pool_size=1G".
         #[arg(long, value_name = "OPTIONS")]
         server_options: Option<String>,
+        /// Run every node on a host of its own: network namespace triN, address 10.213.0.N
+        /// on bridge tribr0, a my.cnf with no listen or node address (needs root).
+        #[arg(long)]
+        hosts: bool,
+        /// Start all joiners at the same moment once the first node is up.
+        #[arg(long)]
+        joiners_together: bool,
         /// Seconds each node may take to become Synced (SST included).
         #[arg(long, default_value_t = 120, value_name = "SECONDS")]
         timeout: u64,
+    },
+    /// Faults on the network of a --hosts cluster.
+    Net {
+        #[command(subcommand)]
+        fault: NetFault,
+        #[command(flatten)]
+        dir: DirArg,
     },
     /// Show each node's pid and wsrep state.
     Status {
@@ -208,6 +223,39 @@ enum ClusterCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum NetFault {
+    /// Take a host's link down: it reaches nobody, nobody reaches it.
+    Cut {
+        /// Host (node) number.
+        node: usize,
+    },
+    /// Bring a cut host's link back.
+    Heal {
+        /// Host (node) number.
+        node: usize,
+    },
+    /// Split these hosts off the others: they reach each other and nothing else.
+    Split {
+        /// Host (node) numbers.
+        #[arg(value_delimiter = ',', required = true, value_name = "N,N,...")]
+        nodes: Vec<usize>,
+    },
+    /// End every split and cut.
+    Join,
+    /// Delay and drop what a host sends (tc netem); 0 and 0 remove it.
+    Impair {
+        /// Host (node) number.
+        node: usize,
+        /// Added delay in milliseconds.
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
+        /// Packets dropped, in percent.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+    },
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum SstArg {
     Rsync,
@@ -251,9 +299,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             provider_options,
             sst_options,
             server_options,
+            hosts,
+            joiners_together,
             timeout,
         } => {
             let mut opts = UpOptions::new(dir.resolve());
+            opts.hosts = hosts.then_some(true);
+            opts.joiners_together = joiners_together;
             opts.nodes = nodes;
             opts.provider = provider;
             opts.base_port = base_port;
@@ -276,6 +328,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             println!();
             print!("{}", format_status_table(&cluster.status()));
+        }
+        ClusterCommand::Net { fault, dir } => {
+            let cluster = Cluster::open(dir.resolve())?;
+            let network = cluster.network().context(
+                "this cluster runs on loopback: network faults need one made with --hosts",
+            )?;
+            match fault {
+                NetFault::Cut { node } => network.cut(node)?,
+                NetFault::Heal { node } => network.heal(node)?,
+                NetFault::Split { nodes } => network.split(&nodes)?,
+                NetFault::Join => network.join_all()?,
+                NetFault::Impair {
+                    node,
+                    delay_ms,
+                    loss,
+                } => network.impair(node, Duration::from_millis(delay_ms), loss)?,
+            }
         }
         ClusterCommand::Status { dir } => {
             let cluster = Cluster::open(dir.resolve())?;

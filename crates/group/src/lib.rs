@@ -30,4 +30,4 @@ pub use node::{
     Delivery, FlowCounters, GroupNode, GroupStatus, Outgoing, ReceiveError, View, ViewMember,
     CHUNK_BYTES,
 };
-pub use state::{Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};
+pub use state::{Contact, Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};

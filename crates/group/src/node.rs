@@ -13,7 +13,9 @@ use rand::Rng;
 
 use crate::config::GroupConfig;
 use crate::log::OrderLog;
-use crate::state::{Control, GroupState, LogEntry, MemberInfo, NoDonor, StateRequest, Submission};
+use crate::state::{
+    Contact, Control, GroupState, LogEntry, MemberInfo, NoDonor, StateRequest, Submission,
+};
 use crate::wire::{self, WireError, WireMessage};
 
 /// Bytes for the driver to send.
@@ -34,8 +36,10 @@ pub struct ViewMember {
     pub uuid: Uuid,
     /// `wsrep_node_name`.
     pub name: String,
-    /// Where it listens.
+    /// Where its peers reach its group layer.
     pub address: String,
+    /// Where clients reach its database server (empty when it did not say).
+    pub incoming: String,
     /// Its last announced node state.
     pub state: NodeState,
 }
@@ -321,12 +325,11 @@ impl GroupNode {
     /// Founds a new cluster with this node as its only member (`--wsrep-new-cluster`).
     pub fn bootstrap(
         config: GroupConfig,
-        name: &str,
-        address: &str,
+        contact: &Contact,
         rng: SeededRng,
         now: Nanos,
     ) -> GroupNode {
-        GroupNode::bootstrap_from(config, name, address, None, rng, now)
+        GroupNode::bootstrap_from(config, contact, None, rng, now)
     }
 
     /// Founds a cluster that continues the history `history` (the founder's saved
@@ -334,13 +337,12 @@ impl GroupNode {
     /// a history, a new UUID and seqno 1.
     pub fn bootstrap_from(
         config: GroupConfig,
-        name: &str,
-        address: &str,
+        contact: &Contact,
         history: Option<base::Gtid>,
         mut rng: SeededRng,
         now: Nanos,
     ) -> GroupNode {
-        let me = new_identity(&mut rng, name, address);
+        let me = new_identity(&mut rng, contact);
         let (cluster, first_seqno) = match history {
             Some(gtid) if gtid.cluster != Uuid::NIL && gtid.seqno.is_defined() => {
                 (gtid.cluster, gtid.seqno.next())
@@ -373,13 +375,12 @@ impl GroupNode {
     /// A node that joins an existing cluster through the members listening at `seeds`.
     pub fn join(
         config: GroupConfig,
-        name: &str,
-        address: &str,
+        contact: &Contact,
         seeds: Vec<String>,
         mut rng: SeededRng,
         now: Nanos,
     ) -> GroupNode {
-        let me = new_identity(&mut rng, name, address);
+        let me = new_identity(&mut rng, contact);
         let mut node = GroupNode::new(config, me, rng, OrderLog::default(), 0, now);
         node.seeds = seeds;
         node
@@ -1088,7 +1089,7 @@ impl GroupNode {
                     return;
                 };
                 let joiner = joiner.info.uuid;
-                let donor = self.state.select_donor(&request);
+                let donor = self.state.assign_donor(&request);
                 if self.member {
                     let donor_is_me = donor == Ok(self.me.raft_id);
                     let donor_uuid = donor
@@ -1223,22 +1224,22 @@ impl GroupNode {
     }
 
     fn view(&self, primary: bool, ordered: bool, seqno: Seqno) -> View {
+        // Outside the primary component a member sees only who it still hears from, as in
+        // Galera: a node cut off alone reports a cluster of one.
         let members: Vec<ViewMember> = self
             .state
             .members
             .values()
+            .filter(|m| primary || self.still_heard(m.info.raft_id))
             .map(|m| ViewMember {
                 uuid: m.info.uuid,
                 name: m.info.name.clone(),
                 address: m.info.address.clone(),
+                incoming: m.info.incoming.clone(),
                 state: m.state,
             })
             .collect();
-        let own_index = self
-            .state
-            .members
-            .keys()
-            .position(|id| *id == self.me.raft_id);
+        let own_index = members.iter().position(|m| m.uuid == self.me.uuid);
         View {
             cluster: self.state.cluster,
             seqno,
@@ -1309,7 +1310,7 @@ impl GroupNode {
             });
         }
         self.abandon_pending();
-        let me = new_identity(&mut self.rng, &self.me.name, &self.me.address);
+        let contact = self.me.contact();
         let mut seeds: Vec<String> = self
             .state
             .members
@@ -1320,14 +1321,7 @@ impl GroupNode {
         seeds.sort();
         seeds.dedup();
         let rng = self.rng.clone();
-        let mut fresh = GroupNode::join(
-            self.config.clone(),
-            &me.name,
-            &me.address,
-            seeds,
-            rng,
-            self.now,
-        );
+        let mut fresh = GroupNode::join(self.config.clone(), &contact, seeds, rng, self.now);
         fresh.tick = self.tick;
         fresh.flow = std::mem::take(&mut self.flow);
         fresh.deliveries = std::mem::take(&mut self.deliveries);
@@ -1370,11 +1364,27 @@ impl GroupNode {
         self.was_leader = leader;
     }
 
+    /// How long a member may go unheard and still count as in contact: a short hiccup must
+    /// not flap the server between ready and not ready; a real partition outlasts it.
+    fn contact_window(&self) -> u64 {
+        (2 * self.config.election_ticks as u64).max(self.config.suspect_ticks() / 2)
+    }
+
+    /// Whether member `raft_id` is this node or was heard from within the contact window.
+    /// Outside a partition followers hear only the leader, but a partitioned minority
+    /// campaigns, and so hears its own side.
+    fn still_heard(&self, raft_id: u64) -> bool {
+        raft_id == self.me.raft_id
+            || self
+                .last_heard
+                .get(&raft_id)
+                .is_some_and(|heard| self.tick.saturating_sub(*heard) <= self.contact_window())
+    }
+
     fn update_primary(&mut self) {
         // A follower stays primary for a while without leader contact, even across a
-        // pre-vote round (which clears raft-rs's leader id): a short hiccup must not flap
-        // the server between ready and not ready. A real partition outlasts the window.
-        let window = (2 * self.config.election_ticks as u64).max(self.config.suspect_ticks() / 2);
+        // pre-vote round (which clears raft-rs's leader id).
+        let window = self.contact_window();
         // A leader is in contact with itself: a leader that steps down (check-quorum under
         // load) gets the same window as any follower, counted from then, instead of going
         // non-primary at once for lack of a message from a leader it never needed.
@@ -1385,11 +1395,27 @@ impl GroupNode {
             self.is_leader() || self.tick.saturating_sub(self.leader_contact_tick) <= window;
         let primary = self.member && contact;
         if primary == self.primary {
+            if !primary && self.member {
+                self.refresh_non_primary_view();
+            }
             return;
         }
         self.primary = primary;
         let view = self.view(primary, false, self.last_delivered);
         self.deliver_view(view);
+    }
+
+    /// Outside the primary component, a new view whenever the set of members this node
+    /// hears from changes.
+    fn refresh_non_primary_view(&mut self) {
+        let view = self.view(false, false, self.last_delivered);
+        let same = self
+            .current_view
+            .as_ref()
+            .is_some_and(|current| !current.primary && current.members == view.members);
+        if !same {
+            self.deliver_view(view);
+        }
     }
 
     fn request_join(&mut self) {
@@ -1783,12 +1809,14 @@ fn is_due(last: Option<u64>, tick: u64, every_ticks: u64) -> bool {
     last.is_none_or(|t| tick >= t + every_ticks)
 }
 
-fn new_identity(rng: &mut SeededRng, name: &str, address: &str) -> MemberInfo {
+/// A new membership's identity: fresh Raft id and UUID, the same contact details.
+fn new_identity(rng: &mut SeededRng, contact: &Contact) -> MemberInfo {
     MemberInfo {
         raft_id: rng.gen_range(1..u64::MAX),
         uuid: Uuid::random(rng),
-        name: name.to_owned(),
-        address: address.to_owned(),
+        name: contact.name.clone(),
+        address: contact.address.clone(),
+        incoming: contact.incoming.clone(),
     }
 }
 

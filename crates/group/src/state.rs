@@ -21,8 +21,45 @@ pub struct MemberInfo {
     pub uuid: Uuid,
     /// `wsrep_node_name`.
     pub name: String,
-    /// The address peers reach it at (`wsrep_node_incoming_address` for the group layer).
+    /// The address its peers reach its group layer at (`wsrep_node_address` with the group
+    /// port), which is not always where it listens (`gmcast.listen_addr` may be a wildcard).
     pub address: String,
+    /// Where clients reach its database server (`wsrep_node_incoming_address`); empty when
+    /// the member did not say.
+    pub incoming: String,
+}
+
+impl MemberInfo {
+    /// How this member presented itself, to present itself the same way again.
+    pub fn contact(&self) -> Contact {
+        Contact {
+            name: self.name.clone(),
+            address: self.address.clone(),
+            incoming: self.incoming.clone(),
+        }
+    }
+}
+
+/// How a node presents itself to the group: what every membership of its process shares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Contact {
+    /// `wsrep_node_name`.
+    pub name: String,
+    /// The address its peers reach its group layer at.
+    pub address: String,
+    /// Where clients reach its database server (`wsrep_node_incoming_address`).
+    pub incoming: String,
+}
+
+impl Contact {
+    /// A contact with no client address (a group member without a database server).
+    pub fn new(name: &str, address: &str) -> Contact {
+        Contact {
+            name: name.to_owned(),
+            address: address.to_owned(),
+            incoming: String::new(),
+        }
+    }
 }
 
 /// One write-set (opaque bytes to this layer) submitted for ordering.
@@ -123,7 +160,43 @@ pub struct StateRequest {
     pub ist_address: String,
 }
 
+impl std::fmt::Display for NoDonor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NoDonor::NotYet => "every allowed donor is busy or not synced yet",
+            NoDonor::Unreachable => "no member may serve it (see wsrep_sst_donor)",
+        })
+    }
+}
+
 impl GroupState {
+    /// Chooses the donor of an ordered request ([`GroupState::select_donor`]) and, when it
+    /// will give a snapshot, reserves it until the transfer is over (see
+    /// [`GroupState::donating`]).
+    pub fn assign_donor(&mut self, request: &StateRequest) -> Result<u64, NoDonor> {
+        let donor = self.select_donor(request)?;
+        let gap_cached = request.ist_from.is_defined()
+            && self
+                .cached_from
+                .get(&donor)
+                .is_some_and(|from| from.is_defined() && from.0 <= request.ist_from.0 + 1);
+        if !gap_cached {
+            self.donating.insert(donor, request.joiner);
+        }
+        Ok(donor)
+    }
+
+    /// Ends the reservations a member's new state closes: a joiner that reached JOINED or
+    /// SYNCED has its state; a donor that left DONOR is done.
+    fn end_donations(&mut self, raft_id: u64, before: NodeState, now: NodeState) {
+        if matches!(now, NodeState::Joined | NodeState::Synced) {
+            self.donating.retain(|_, joiner| *joiner != raft_id);
+        }
+        if before == NodeState::Donor && now != NodeState::Donor {
+            self.donating.remove(&raft_id);
+        }
+    }
+
     /// Records an ordered state request; false if it is a resend of one already ordered
     /// (it must then not be served again).
     pub fn record_state_request(&mut self, request: &StateRequest) -> bool {
@@ -153,6 +226,10 @@ impl GroupState {
     /// joiner asks for IST (`ist_from` defined), a candidate whose write-set cache reaches
     /// back to `ist_from + 1` comes first, in the same order of preference: a gap that some
     /// allowed donor still holds never falls back to SST.
+    ///
+    /// A snapshot (no candidate holds the gap) goes only to a candidate that is not giving
+    /// one already: with none free, the answer is [`NoDonor::NotYet`] and the joiner asks
+    /// again.
     pub fn select_donor(&self, request: &StateRequest) -> Result<u64, NoDonor> {
         let synced = |id: &u64| {
             *id != request.joiner
@@ -161,6 +238,7 @@ impl GroupState {
                     .get(id)
                     .is_some_and(|m| m.state == NodeState::Synced)
         };
+        let free = |id: &u64| synced(id) && !self.donating.contains_key(id);
         let names: Vec<&str> = request
             .donor_names
             .split(',')
@@ -208,7 +286,7 @@ impl GroupState {
                 return Ok(*id);
             }
         }
-        if let Some(id) = candidates.iter().find(|id| synced(id)) {
+        if let Some(id) = candidates.iter().find(|id| free(id)) {
             return Ok(*id);
         }
         if any_other || !listed.is_empty() {
@@ -305,6 +383,11 @@ pub struct GroupState {
     pub last_write: BTreeMap<Uuid, Seqno>,
     /// Write-sets whose chunks are being ordered, by origin and write-set id.
     pub partial: BTreeMap<(Uuid, u64), Reassembly>,
+    /// Donors given a snapshot transfer (SST), by donor Raft id, with their joiner: from
+    /// the moment the request is ordered, before the donor itself reports DONOR, so that
+    /// joiners asking at the same moment are not all sent to one donor, which serves one
+    /// snapshot at a time.
+    pub donating: BTreeMap<u64, u64>,
 }
 
 /// A member whose latest write-set is more than this many seqnos old serves no client
@@ -336,6 +419,7 @@ impl GroupState {
             state_requests: BTreeMap::new(),
             last_write: BTreeMap::new(),
             partial: BTreeMap::new(),
+            donating: BTreeMap::new(),
         }
     }
 
@@ -354,6 +438,7 @@ impl GroupState {
             state_requests: BTreeMap::new(),
             last_write: BTreeMap::new(),
             partial: BTreeMap::new(),
+            donating: BTreeMap::new(),
         }
     }
 
@@ -479,10 +564,12 @@ impl GroupState {
             }
             Control::State(raft_id, state) => {
                 if let Some(member) = self.members.get_mut(&raft_id) {
+                    let before = member.state;
                     member.state = state;
                     if !state.may_send_flow_control() {
                         self.paused_by.remove(&raft_id);
                     }
+                    self.end_donations(raft_id, before, state);
                 }
             }
             Control::StateRequest(_) => {}
@@ -532,6 +619,8 @@ impl GroupState {
         self.committed.remove(&raft_id);
         self.cached_from.remove(&raft_id);
         self.state_requests.remove(&raft_id);
+        self.donating
+            .retain(|donor, joiner| *donor != raft_id && *joiner != raft_id);
         self.update_safe_seqno();
     }
 
@@ -547,6 +636,7 @@ mod tests {
 
     fn info(raft_id: u64) -> MemberInfo {
         MemberInfo {
+            incoming: String::new(),
             raft_id,
             uuid: Uuid([raft_id as u8; 16]),
             name: format!("n{raft_id}"),
@@ -696,6 +786,43 @@ mod tests {
             Err(NoDonor::Unreachable),
             "not itself"
         );
+    }
+
+    #[test]
+    fn joiners_asking_together_get_a_snapshot_donor_each_or_wait_for_one() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+        for id in 2..=4 {
+            state.add_member(info(id));
+        }
+        state.apply_control(&Control::State(2, NodeState::Synced));
+        let request = |joiner: u64, ist_from: i64| StateRequest {
+            joiner,
+            request_id: 1,
+            donor_names: String::new(),
+            sst_request: vec![],
+            ist_from: Seqno(ist_from),
+            ist_address: String::new(),
+        };
+        // Two snapshots at once: one donor each, before either donor reports DONOR.
+        let first = state.assign_donor(&request(3, -1)).unwrap();
+        let second = state.assign_donor(&request(4, -1)).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(state.donating.len(), 2);
+        // A third joiner waits for a free donor; IST from a reserved donor is still fine.
+        state.add_member(info(5));
+        assert_eq!(state.assign_donor(&request(5, -1)), Err(NoDonor::NotYet));
+        state.apply_control(&Control::Cached(first, Seqno(10)));
+        assert_eq!(state.assign_donor(&request(5, 20)), Ok(first));
+        assert_eq!(state.donating.len(), 2, "an IST reserves nothing");
+        // The donor's transfer ends (DONOR, then SYNCED): it is free again.
+        state.apply_control(&Control::State(first, NodeState::Donor));
+        assert_eq!(state.assign_donor(&request(5, -1)), Err(NoDonor::NotYet));
+        state.apply_control(&Control::State(first, NodeState::Synced));
+        assert_eq!(state.assign_donor(&request(5, -1)), Ok(first));
+        // A joiner that has its state, or leaves, frees its donor too.
+        state.apply_control(&Control::State(4, NodeState::Joined));
+        state.remove_member(5);
+        assert!(state.donating.is_empty(), "{:?}", state.donating);
     }
 
     #[test]

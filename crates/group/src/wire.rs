@@ -13,7 +13,7 @@ use crate::state::{Control, MemberInfo, Submission};
 
 const MAGIC: [u8; 4] = *b"TRGM";
 /// The wire protocol version this build speaks.
-pub const WIRE_VERSION: u8 = 1;
+pub const WIRE_VERSION: u8 = 2;
 const HEADER_LEN: usize = 4 + 1 + 1 + 8 + 4;
 const TRAILER_LEN: usize = 4;
 /// Largest body accepted from a peer; a bigger length field is treated as garbage.
@@ -252,6 +252,7 @@ mod tests {
                 uuid: Uuid([1; 16]),
                 name: "node-a".into(),
                 address: "127.0.0.1:4567".into(),
+                incoming: "127.0.0.1:3306".into(),
             }),
             WireMessage::Leave,
             WireMessage::Welcome(vec![]),

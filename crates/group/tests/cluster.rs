@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use base::{seeded_rng, Nanos, NodeState, Seqno, Uuid};
-use group::{wire, Delivery, GroupConfig, GroupNode, ReceiveError, View};
+use group::{wire, Contact, Delivery, GroupConfig, GroupNode, ReceiveError, View};
 
 const TICK_NS: u64 = 10_000_000;
 
@@ -41,7 +41,12 @@ impl Cluster {
             now: 0,
             seed: 11,
         };
-        let founder = GroupNode::bootstrap(config(), "node0", &address(0), seeded_rng(1), Nanos(0));
+        let founder = GroupNode::bootstrap(
+            config(),
+            &Contact::new("node0", &address(0)),
+            seeded_rng(1),
+            Nanos(0),
+        );
         cluster.nodes.push(Some(founder));
         cluster.delivered.push(Vec::new());
         for _ in 1..size {
@@ -56,8 +61,7 @@ impl Cluster {
         self.seed += 1;
         let joiner = GroupNode::join(
             config(),
-            &format!("node{index}"),
-            &address(index),
+            &Contact::new(&format!("node{index}"), &address(index)),
             vec![address(0), address(1)],
             seeded_rng(self.seed),
             Nanos(self.now),
@@ -73,8 +77,7 @@ impl Cluster {
         self.seed += 100;
         let restarted = GroupNode::join(
             config(),
-            &format!("node{index}"),
-            &address(index),
+            &Contact::new(&format!("node{index}"), &address(index)),
             vec![address(0)],
             seeded_rng(self.seed),
             Nanos(self.now),

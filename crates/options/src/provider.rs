@@ -40,7 +40,8 @@ pub struct ProviderOptions {
     /// `base_dir`: the data directory (MariaDB passes its datadir; Galera's default is `.`).
     pub base_dir: String,
     /// `base_host`: the address other members and donors reach this node at (from
-    /// `wsrep_node_address`; `127.0.0.1` when nothing says otherwise).
+    /// `wsrep_node_address`). Empty when nothing says: the node then takes the local address
+    /// of its route to the cluster when it connects.
     pub base_host: String,
     /// `base_port`: the group communication port (default 4567).
     pub base_port: u16,
@@ -50,7 +51,8 @@ pub struct ProviderOptions {
     pub gmcast_segment: u8,
     /// `gmcast.isolate`: cut the node off the group (MTR uses it to simulate partitions).
     pub gmcast_isolate: Isolation,
-    /// `ist.recv_addr`: the address donors send IST to.
+    /// `ist.recv_addr`: the address donors send IST to (an empty host is `base_host`, once
+    /// known).
     pub ist_recv_addr: Endpoint,
     /// `ist.recv_bind`: the address the IST receiver binds to, when it differs from
     /// `ist.recv_addr` (NAT).
@@ -119,7 +121,7 @@ impl Default for ProviderOptions {
     fn default() -> Self {
         ProviderOptions {
             base_dir: ".".to_owned(),
-            base_host: "127.0.0.1".to_owned(),
+            base_host: String::new(),
             base_port: 4567,
             gmcast_listen_addr: Endpoint {
                 scheme: Some(Scheme::Tcp),
@@ -130,7 +132,7 @@ impl Default for ProviderOptions {
             gmcast_isolate: Isolation::Off,
             ist_recv_addr: Endpoint {
                 scheme: None,
-                host: "127.0.0.1".to_owned(),
+                host: String::new(),
                 port: 4568,
             },
             ist_recv_bind: None,
@@ -627,6 +629,8 @@ impl ProviderOptions {
         };
         match key {
             Setting::BaseDir => self.base_dir = path()?,
+            // The listing of a node with no address shows `base_host = `: it parses back.
+            Setting::BaseHost if value.trim().is_empty() => {}
             Setting::BaseHost => {
                 self.base_host = parse_endpoint(value)
                     .filter(|e| e.scheme.is_none() && e.port.is_none())
@@ -885,6 +889,8 @@ impl ProviderOptions {
             Setting::GmcastIsolate => self.gmcast_isolate.number().to_string(),
             Setting::GmcastListenAddr => self.gmcast_listen_addr.to_string(),
             Setting::GmcastSegment => self.gmcast_segment.to_string(),
+            // With no node address yet, the host is decided at connect: nothing to show.
+            Setting::IstRecvAddr if self.ist_recv_addr.host.is_empty() => String::new(),
             Setting::IstRecvAddr => self.ist_recv_addr.to_string(),
             Setting::IstRecvBind => self
                 .ist_recv_bind

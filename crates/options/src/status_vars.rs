@@ -67,7 +67,7 @@ const fn server(name: &'static str, kind: ValueKind, meaning: &'static str) -> S
 
 /// Every status variable, in the order the reference node shows them: the provider's fixed
 /// list, then the group layer's entries, then the server's own.
-pub const STATUS_VARS: [StatusVar; 82] = [
+pub const STATUS_VARS: [StatusVar; 83] = [
     provider(
         "local_state_uuid",
         Text,
@@ -310,6 +310,11 @@ pub const STATUS_VARS: [StatusVar; 82] = [
         "Trireme: certified fragments of the open streaming transactions",
     ),
     provider(
+        "raft_leader",
+        Int,
+        "Trireme: 1 while this node is the Raft leader, which orders every write-set",
+    ),
+    provider(
         "local_fragments_replicated",
         Int,
         "Trireme: streaming fragments this node replicated (commit fragments not counted)",
@@ -446,7 +451,7 @@ mod tests {
     #[test]
     fn providers_come_first_and_never_report_booleans() {
         let provider_count = provider_vars().count();
-        assert_eq!(provider_count, 64);
+        assert_eq!(provider_count, 65);
         assert!(STATUS_VARS[..provider_count]
             .iter()
             .all(|var| var.owner == Owner::Provider && var.kind != ValueKind::Bool));

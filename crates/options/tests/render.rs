@@ -39,7 +39,7 @@ fn default_listing_shows_galera_defaults() {
     let listing = ProviderOptions::default().render();
     for expected in [
         "base_dir = .; ",
-        "base_host = 127.0.0.1; ",
+        "base_host = ; ",
         "base_port = 4567; ",
         "cert.log_conflicts = no; ",
         "evs.inactive_check_period = PT0.5S; ",
@@ -52,7 +52,7 @@ fn default_listing_shows_galera_defaults() {
         "gcs.fc_factor = 1.0; ",
         "gcs.fc_limit = 16; ",
         "gmcast.listen_addr = tcp://0.0.0.0:4567; ",
-        "ist.recv_addr = 127.0.0.1:4568; ",
+        "ist.recv_addr = ; ",
         "pc.ignore_sb = false; ",
         "pc.weight = 1; ",
         "repl.commit_order = 3; ",

@@ -143,7 +143,7 @@ fn startup_only_options_are_refused_at_runtime() {
 /// error; derived values compare resolved.
 #[test]
 fn startup_only_options_may_be_set_to_their_current_value() {
-    let mut options = started("base_port=19002; gcache.size=2G");
+    let mut options = started("base_host=127.0.0.1; base_port=19002; gcache.size=2G");
     let before = options.clone();
     for text in [
         "gcache.size=2G",

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base::{KeyType, Seqno};
 use options::{status_vars, InitContext, ProviderOptions};
 use replicator::{
-    AbortOutcome, CertifyOutcome, FreezePurge, GcacheConfig, Meta, RecvContext, Replicator,
-    Settings,
+    AbortOutcome, CertifyOutcome, FreezePurge, GcacheConfig, Meta, NodeAddresses, RecvContext,
+    Replicator, Settings,
 };
 use wsrep_sys::*;
 
@@ -107,14 +107,33 @@ fn log_server_error(
     }
 }
 
-fn endpoint_address(host: &str, port: u16) -> Option<std::net::SocketAddr> {
+/// A socket address to bind to: the host as configured (a wildcard stays a wildcard).
+fn bind_address(host: &str, port: u16) -> Option<std::net::SocketAddr> {
     use std::net::ToSocketAddrs;
-    let host = if host.is_empty() || host == "0.0.0.0" {
-        "127.0.0.1"
-    } else {
-        host
-    };
     (host, port).to_socket_addrs().ok()?.next()
+}
+
+/// The node's addresses from its options; hosts not configured are decided at connect.
+fn node_addresses(options: &ProviderOptions) -> Result<NodeAddresses, String> {
+    let listen = &options.gmcast_listen_addr;
+    let group_listen = bind_address(&listen.host, listen.port)
+        .ok_or_else(|| format!("gmcast.listen_addr {listen} does not resolve"))?;
+    let ist_bind = match &options.ist_recv_bind {
+        None => None,
+        Some(bind) => Some(
+            bind_address(&bind.host, bind.port)
+                .ok_or_else(|| format!("ist.recv_bind {bind} does not resolve"))?,
+        ),
+    };
+    let known = |host: &str| (!host.is_empty()).then(|| host.to_owned());
+    Ok(NodeAddresses {
+        group_listen,
+        host: known(&options.base_host),
+        group_port: options.base_port,
+        ist_host: known(&options.ist_recv_addr.host),
+        ist_port: options.ist_recv_addr.port,
+        ist_bind,
+    })
 }
 
 unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> wsrep_status_t {
@@ -154,27 +173,12 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
         for warning in warnings {
             instance.log(WSREP_LOG_WARN, &warning.to_string());
         }
-        let listen = &options.gmcast_listen_addr;
-        let ist = &options.ist_recv_addr;
-        let (Some(listen), Some(ist_address)) = (
-            endpoint_address(&listen.host, listen.port),
-            endpoint_address(&ist.host, ist.port),
-        ) else {
-            instance.log(
-                WSREP_LOG_ERROR,
-                "gmcast.listen_addr or ist.recv_addr does not resolve",
-            );
-            return WSREP_NODE_FAIL;
-        };
-        let ist_bind = match &options.ist_recv_bind {
-            None => ist_address,
-            Some(bind) => match endpoint_address(&bind.host, bind.port) {
-                Some(address) => address,
-                None => {
-                    instance.log(WSREP_LOG_ERROR, "ist.recv_bind does not resolve");
-                    return WSREP_NODE_FAIL;
-                }
-            },
+        let addresses = match node_addresses(&options) {
+            Ok(addresses) => addresses,
+            Err(error) => {
+                instance.log(WSREP_LOG_ERROR, &error);
+                return WSREP_NODE_FAIL;
+            }
         };
         let node_name = c_str(args.node_name).unwrap_or("trireme").to_owned();
         let incoming = c_str(args.node_incoming).unwrap_or_default().to_owned();
@@ -185,12 +189,10 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
         let settings = Settings {
             node_name,
             incoming_address: incoming,
-            listen,
+            addresses,
             group: options.group_config(),
             seed,
             causal_read_timeout: options.repl_causal_read_timeout,
-            ist_address,
-            ist_bind,
             state_dir: Some(std::path::PathBuf::from(&options.base_dir)),
             gcache: Some(gcache_config(&options)),
             history: if args.state_id.is_null() {

@@ -162,12 +162,17 @@ impl ActionCache {
     /// Keeps `floor` and after for members that left the view (`None`: nobody is absent).
     /// Only with a disk budget: an absent member that never returns must not fill the disk.
     pub(crate) fn set_absent_floor(&mut self, floor: Option<Seqno>) {
-        let budget = self
-            .gcache
-            .as_ref()
-            .is_some_and(|g| g.config().max_disk_bytes > 0);
+        let budget = self.keeps_for_absent_members();
         self.absent_floor = floor.filter(|_| budget);
         self.apply_pins();
+    }
+
+    /// Whether the cache may grow past `gcache.size` to keep what absent members need: only
+    /// within a disk budget (`gcache.max_disk_bytes`).
+    pub(crate) fn keeps_for_absent_members(&self) -> bool {
+        self.gcache
+            .as_ref()
+            .is_some_and(|g| g.config().max_disk_bytes > 0)
     }
 
     fn apply_pins(&mut self) {

@@ -29,11 +29,12 @@ use std::time::{Duration, Instant};
 
 use base::{Gtid, KeyType, NodeState, Seqno, Uuid};
 use cert::{CertConfig, Certifier, Verdict};
-use group::{Delivery, GroupConfig, NoDonor, StateRequest, View};
+use group::{Contact, Delivery, GroupConfig, NoDonor, StateRequest, View};
 use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
-use transport::{GroupRunner, Role, RunnerHandle};
+use transport::{GroupRunner, Role, RunnerHandle, TransportOptions};
 use writeset::{flags, Bytes, Key, WriteSet, WriteSetView};
 
+mod addresses;
 mod cache;
 mod ist;
 mod pause;
@@ -41,6 +42,7 @@ mod saved_state;
 mod stats;
 mod transfer;
 
+pub use addresses::{AddressError, NodeAddresses, Reachable};
 pub use cache::CacheReach;
 pub use gcache::{FreezePurge, GcacheConfig};
 pub use ist::IstError;
@@ -165,20 +167,14 @@ pub struct Settings {
     pub node_name: String,
     /// Where clients reach this node, for the members list.
     pub incoming_address: String,
-    /// Where the group layer listens (`gmcast.listen_addr`).
-    pub listen: SocketAddr,
+    /// Where the group layer listens and where peers, donors and clients reach this node.
+    pub addresses: NodeAddresses,
     /// Group-layer settings (timeouts, flow control).
     pub group: GroupConfig,
     /// Seed of the group member's random choices.
     pub seed: u64,
     /// How long `sync_wait` waits when the caller gives no timeout.
     pub causal_read_timeout: Duration,
-    /// Where donors send this node its state transfer stream (the certification index and
-    /// IST): `ist.recv_addr`, as donors reach it.
-    pub ist_address: SocketAddr,
-    /// Where the stream receiver listens: `ist.recv_bind`, else `ist.recv_addr` (they differ
-    /// behind NAT).
-    pub ist_bind: SocketAddr,
     /// Where `grastate.dat` is kept (`base_dir`); `None` keeps no saved state.
     pub state_dir: Option<std::path::PathBuf>,
     /// The server's own position at start (MariaDB recovers it from its storage engine).
@@ -210,6 +206,9 @@ pub enum ReplicatorError {
     /// A `gcomm://` address that does not parse.
     #[error("bad cluster address {0:?}: expected gcomm://host:port[,host:port...]")]
     BadClusterAddress(String),
+    /// This node's own addresses cannot be decided.
+    #[error("{0}")]
+    Address(#[from] AddressError),
     /// The group transport could not start.
     #[error("cannot start the group transport on {address}: {reason}")]
     Transport {
@@ -514,6 +513,8 @@ struct Inner {
     open_streams: (usize, u64),
     /// Where the server stood when it connected (see `Replicator::start_position`).
     start_position: Option<Gtid>,
+    /// This node's addresses as decided at `connect`.
+    reachable: Option<Reachable>,
 }
 
 impl Inner {
@@ -568,21 +569,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Parses `gcomm://host:port,host:port` into peer addresses (empty for `gcomm://`).
+/// The group port of a `gcomm://` member written without one (Galera's).
+pub const DEFAULT_GROUP_PORT: u16 = 4567;
+
+/// Parses `gcomm://host[:port],[v6][:port],...` into peer addresses (empty for `gcomm://`).
 pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, ReplicatorError> {
     let bad = || ReplicatorError::BadClusterAddress(url.to_owned());
     let rest = url.trim().strip_prefix("gcomm://").ok_or_else(bad)?;
     let rest = rest.split('?').next().unwrap_or_default();
     let mut peers = Vec::new();
     for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (host, port) = match part.rsplit_once(':') {
-            Some((host, port)) => (host, port.parse::<u16>().map_err(|_| bad())?),
-            None => (part, 4567),
-        };
-        if host.is_empty() {
-            return Err(bad());
-        }
-        peers.push(format!("{host}:{port}"));
+        let (host, port) = addresses::split_host_port(part, DEFAULT_GROUP_PORT).ok_or_else(bad)?;
+        peers.push(addresses::host_port(&host, port));
     }
     Ok(peers)
 }
@@ -621,6 +619,7 @@ impl Replicator {
             cert_index_size: 0,
             open_streams: (0, 0),
             start_position: None,
+            reachable: None,
         };
         Replicator {
             shared: Arc::new(Shared {
@@ -659,12 +658,28 @@ impl Replicator {
             inner.state = NodeState::Open;
             inner.donor_names = donor_names.to_owned();
         }
+        let reachable = match self.shared.settings.addresses.resolve(&peers) {
+            Ok(reachable) => reachable,
+            Err(error) => {
+                lock(&self.shared.inner).connected = false;
+                return Err(ReplicatorError::Address(error));
+            }
+        };
+        let message = format!(
+            "peers reach this node at {} (group) and {} (IST)",
+            reachable.group, reachable.ist
+        );
+        self.shared.app.log(LogLevel::Info, &message);
         let start_position = self.start_position();
-        lock(&self.shared.inner).start_position = start_position;
+        {
+            let mut inner = lock(&self.shared.inner);
+            inner.start_position = start_position;
+            inner.reachable = Some(reachable.clone());
+        }
         self.open_cache(start_position);
         // Every node listens for state transfer streams: a founder, too, may fall out of
         // the primary component and come back through IST.
-        let address = self.shared.settings.ist_bind;
+        let address = reachable.ist_bind;
         match TcpListener::bind(address) {
             Ok(listener) => {
                 let shared = Arc::clone(&self.shared);
@@ -697,19 +712,25 @@ impl Replicator {
             }
         };
         let settings = &self.shared.settings;
-        let started = GroupRunner::start(
+        let contact = Contact {
+            name: settings.node_name.clone(),
+            address: reachable.group,
+            incoming: settings.incoming_address.clone(),
+        };
+        let started = GroupRunner::start_with_options(
             settings.group.clone(),
             role,
-            &settings.node_name,
-            settings.listen,
+            contact,
+            settings.addresses.group_listen,
             settings.seed,
+            TransportOptions::default(),
         );
         let mut runner = match started {
             Ok(runner) => runner,
             Err(error) => {
                 lock(&self.shared.inner).connected = false;
                 return Err(ReplicatorError::Transport {
-                    address: settings.listen,
+                    address: settings.addresses.group_listen,
                     reason: error.to_string(),
                 });
             }
@@ -1939,6 +1960,13 @@ impl Replicator {
             .map(|s| s.flow.clone())
             .unwrap_or_default();
         let incoming: Vec<&str> = inner.members.iter().map(|m| m.incoming.as_str()).collect();
+        // Outside the primary component Galera's node is back to Initialized; its own state
+        // returns with the primary component.
+        let shown_state = if inner.primary || inner.state == NodeState::Closed {
+            inner.state
+        } else {
+            NodeState::Open
+        };
         let w = &inner.window;
         let float = |value: f64| format!("{value:.6}");
         let reach = lock(&self.shared.cache).reach();
@@ -2045,8 +2073,12 @@ impl Replicator {
             ("protocol_replicator", "10".into()),
             ("protocol_gcs", "1".into()),
             ("desync_count", inner.desync_count.to_string()),
-            ("local_state", inner.state.wsrep_member_status().to_string()),
-            ("local_state_comment", inner.state.comment().into()),
+            (
+                "raft_leader",
+                u8::from(runner_status.as_ref().is_some_and(|s| s.leader)).to_string(),
+            ),
+            ("local_state", shown_state.wsrep_member_status().to_string()),
+            ("local_state_comment", shown_state.comment().into()),
             ("cluster_weight", inner.members.len().to_string()),
             ("gcomm_uuid", inner.own.to_string()),
             ("incoming_addresses", incoming.join(",")),
@@ -2100,7 +2132,7 @@ fn view_info(view: &View, incoming: &str, own_name: &str) -> ViewInfo {
             incoming: if m.name == own_name {
                 incoming.to_owned()
             } else {
-                m.address.clone()
+                m.incoming.clone()
             },
         })
         .collect();
@@ -2199,6 +2231,17 @@ impl Dispatcher {
     fn handle(&mut self, delivery: Delivery) {
         if self.certifier.is_none() && !matches!(delivery, Delivery::View(_)) {
             if lock(&self.shared.inner).joining.is_some() {
+                // Whom our own request went to, or that it must be asked again, cannot wait
+                // for the state it asks for.
+                if let Delivery::StateRequest {
+                    joiner,
+                    donor,
+                    donor_uuid,
+                    ..
+                } = &delivery
+                {
+                    self.note_own_request(*joiner, donor, *donor_uuid);
+                }
                 self.held.push(delivery);
             }
             return;
@@ -2232,13 +2275,7 @@ impl Dispatcher {
                 donor_is_me,
                 joiner,
             } => {
-                {
-                    let mut inner = lock(&self.shared.inner);
-                    let own_request = joiner == inner.own;
-                    if let Some(joining) = inner.joining.as_mut().filter(|_| own_request) {
-                        joining.donor = donor_uuid;
-                    }
-                }
+                self.note_own_request(joiner, &donor, donor_uuid);
                 self.on_state_request(joiner, request, donor, donor_is_me);
             }
             Delivery::Causal { id, seqno } => {
@@ -2267,10 +2304,18 @@ impl Dispatcher {
         {
             if !self.absent.contains_key(gone) {
                 let from = self.last_safe_seqno.next();
-                let message = format!(
-                    "{gone} left the primary view: keeping seqnos from {from} in the gcache \
-                     (within gcache.max_disk_bytes) so that it can rejoin by IST"
-                );
+                let message = if lock(&self.shared.cache).keeps_for_absent_members() {
+                    format!(
+                        "{gone} left the primary view: keeping seqnos from {from} in the \
+                         gcache (within gcache.max_disk_bytes) so that it can rejoin by IST"
+                    )
+                } else {
+                    format!(
+                        "{gone} left the primary view: it can rejoin by IST while some member's \
+                         gcache still holds seqno {from} (gcache.size bounds that; set \
+                         gcache.max_disk_bytes to keep more for absent members)"
+                    )
+                };
                 self.shared.app.log(LogLevel::Info, &message);
                 self.absent.insert(gone.clone(), from);
             }
@@ -2603,6 +2648,45 @@ impl Dispatcher {
         }
     }
 
+    /// A joiner's side of its own ordered request: the donor it went to (watched until
+    /// the transfer is done), or none free yet, and then it asks again in a second.
+    fn note_own_request(
+        &self,
+        joiner: Uuid,
+        donor: &Result<u64, NoDonor>,
+        donor_uuid: Option<Uuid>,
+    ) {
+        let mut inner = lock(&self.shared.inner);
+        let own_request = joiner == inner.own;
+        let Some(joining) = inner.joining.as_mut().filter(|_| own_request) else {
+            return;
+        };
+        let (level, message) = match donor {
+            Ok(_) => {
+                joining.donor = donor_uuid;
+                let name = donor_uuid.map_or_else(|| "?".to_owned(), |u| self.member_name(u));
+                let message = format!("our state transfer request is ordered: donor {name}");
+                (LogLevel::Info, message)
+            }
+            Err(reason) => {
+                joining.retry_at = Some(Instant::now() + Duration::from_secs(1));
+                let message =
+                    format!("no donor for our state transfer yet: {reason}; asking again in 1 s");
+                (LogLevel::Warning, message)
+            }
+        };
+        drop(inner);
+        self.shared.app.log(level, &message);
+    }
+
+    /// The name of the member `uuid` in the latest primary view.
+    fn member_name(&self, uuid: Uuid) -> String {
+        self.view_members
+            .iter()
+            .find(|(id, _)| *id == uuid)
+            .map_or_else(|| uuid.to_string(), |(_, name)| name.clone())
+    }
+
     fn on_state_request(
         &mut self,
         joiner: Uuid,
@@ -2616,7 +2700,7 @@ impl Dispatcher {
             .iter()
             .find(|(id, _)| *id == joiner)
             .map(|(_, name)| name.clone());
-        self.serve_state_request(joiner, request, donor, donor_is_me);
+        self.serve_state_request(joiner, request, donor_is_me);
         // The returning member's gap is in a donor's hands now (pinned there while it is
         // sent): the others need not keep it any longer.
         if let Some(name) = joiner_name.filter(|_| served) {
@@ -2627,21 +2711,9 @@ impl Dispatcher {
         }
     }
 
-    fn serve_state_request(
-        &mut self,
-        joiner: Uuid,
-        request: StateRequest,
-        donor: Result<u64, NoDonor>,
-        donor_is_me: bool,
-    ) {
-        let mut inner = lock(&self.shared.inner);
+    fn serve_state_request(&mut self, joiner: Uuid, request: StateRequest, donor_is_me: bool) {
+        let inner = lock(&self.shared.inner);
         if joiner == inner.own {
-            if let (Err(reason), Some(joining)) = (&donor, inner.joining.as_mut()) {
-                let message = format!("no donor for our state transfer yet ({reason:?}); retrying");
-                joining.retry_at = Some(Instant::now() + Duration::from_secs(1));
-                drop(inner);
-                self.shared.app.log(LogLevel::Warning, &message);
-            }
             return;
         }
         if !donor_is_me {

@@ -440,7 +440,11 @@ pub(crate) fn send_state_request(shared: &Shared, sst_request: Vec<u8>, ist_from
         donor_names: inner.donor_names.clone(),
         sst_request,
         ist_from,
-        ist_address: shared.settings.ist_address.to_string(),
+        ist_address: inner
+            .reachable
+            .as_ref()
+            .map(|reachable| reachable.ist.clone())
+            .unwrap_or_default(),
     };
     if let Some(runner) = inner.runner.as_ref() {
         let _ = runner.request_state(request);

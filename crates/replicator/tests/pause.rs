@@ -100,7 +100,7 @@ impl Pair {
             Arc::new(GatedServer::default()),
         ];
         let first = settings("node1");
-        let seed = first.listen.to_string();
+        let seed = first.addresses.group_listen.to_string();
         let nodes = [
             Arc::new(Replicator::new(apps[0].clone(), first)),
             Arc::new(Replicator::new(apps[1].clone(), settings("node2"))),

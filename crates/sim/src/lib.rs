@@ -21,7 +21,7 @@ use std::panic::AssertUnwindSafe;
 
 use base::{seeded_rng, KeyType, Nanos, NodeState, SeededRng, Seqno, Uuid};
 use cert::Verdict;
-use group::{Delivery, GroupConfig, GroupNode};
+use group::{Contact, Delivery, GroupConfig, GroupNode};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use writeset::{flags, Key, WriteSet};
@@ -453,8 +453,7 @@ impl Simulation {
         let rng = seeded_rng(self.rng.gen());
         let group = GroupNode::bootstrap(
             self.config.clone(),
-            "node0",
-            &SimNode::address(0),
+            &Contact::new("node0", &SimNode::address(0)),
             rng,
             Nanos(self.now_us * 1_000),
         );
@@ -484,8 +483,7 @@ impl Simulation {
             .collect();
         let group = GroupNode::join(
             self.config.clone(),
-            &format!("node{slot}"),
-            &SimNode::address(slot),
+            &Contact::new(&format!("node{slot}"), &SimNode::address(slot)),
             seeds,
             rng,
             Nanos(self.now_us * 1_000),

@@ -38,7 +38,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use base::{seeded_rng, Nanos, NodeState, Seqno};
-use group::{Delivery, GroupConfig, GroupNode, GroupStatus};
+use group::{Contact, Delivery, GroupConfig, GroupNode, GroupStatus};
 
 use crate::event_loop::{Event, EventLoop};
 use crate::net::Connections;
@@ -258,18 +258,20 @@ impl GroupRunner {
         GroupRunner::start_with_options(
             config,
             role,
-            name,
+            Contact::new(name, ""),
             listen_addr,
             seed,
             TransportOptions::default(),
         )
     }
 
-    /// [`GroupRunner::start`] with explicit transport settings.
+    /// Starts a member that listens at `listen_addr` and presents itself as `contact`. An
+    /// empty `contact.address` advertises the address actually bound, which peers can only
+    /// reach if it is not a wildcard.
     pub fn start_with_options(
         config: GroupConfig,
         role: Role,
-        name: &str,
+        mut contact: Contact,
         listen_addr: SocketAddr,
         seed: u64,
         options: TransportOptions,
@@ -285,17 +287,21 @@ impl GroupRunner {
         }
         let listener = TcpListener::bind(listen_addr)?;
         let local_addr = listener.local_addr()?;
-        let address = local_addr.to_string();
+        if contact.address.is_empty() {
+            contact.address = local_addr.to_string();
+        }
+        let name = contact.name.clone();
+        let name = name.as_str();
 
         let clock = Instant::now();
         let tick_interval = Duration::from_nanos(config.tick_interval_ns);
         let rng = seeded_rng(seed);
         let node = match role {
-            Role::Bootstrap => GroupNode::bootstrap(config, name, &address, rng, Nanos(0)),
+            Role::Bootstrap => GroupNode::bootstrap(config, &contact, rng, Nanos(0)),
             Role::BootstrapFrom(history) => {
-                GroupNode::bootstrap_from(config, name, &address, Some(history), rng, Nanos(0))
+                GroupNode::bootstrap_from(config, &contact, Some(history), rng, Nanos(0))
             }
-            Role::Join { seeds } => GroupNode::join(config, name, &address, seeds, rng, Nanos(0)),
+            Role::Join { seeds } => GroupNode::join(config, &contact, seeds, rng, Nanos(0)),
         };
         let shared = Arc::new(Shared {
             stopping: AtomicBool::new(false),
@@ -337,11 +343,11 @@ impl GroupRunner {
             .name(format!("trireme-accept-{name}"))
             .spawn(move || net::accept_loop(listener, events_tx, connections, shared, options))?;
         runner.accept_thread = Some(accept_thread);
-        tracing::info!(name, %local_addr, "group member started");
+        tracing::info!(name, %local_addr, advertised = %contact.address, "group member started");
         Ok(runner)
     }
 
-    /// The address the member listens at and advertises to its peers.
+    /// The address the member listens at (port 0 resolved); peers may know it by another.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use base::{KeyType, Seqno};
 use group::GroupConfig;
-use replicator::{CertifyOutcome, Replicator, Settings};
+use replicator::{CertifyOutcome, NodeAddresses, Replicator, Settings};
 
 /// A port nothing listens on right now.
 pub(crate) fn free_port() -> u16 {
@@ -24,19 +24,25 @@ pub(crate) fn settings(name: &str) -> Settings {
     let mut group = GroupConfig::default();
     group.tick_interval_ns = 5_000_000;
     let ist_address = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     Settings {
         node_name: name.into(),
         incoming_address: "127.0.0.1:3306".into(),
-        listen: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        addresses: NodeAddresses::loopback(listen, ist_address),
         group,
         seed: name.bytes().map(u64::from).sum(),
         causal_read_timeout: Duration::from_secs(5),
-        ist_address,
-        ist_bind: ist_address,
         state_dir: None,
         history: None,
         gcache: None,
     }
+}
+
+/// Moves the group layer of `settings` to a free loopback port (the old one may linger).
+pub(crate) fn move_group_port(settings: &mut Settings) {
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    settings.addresses.group_listen = listen;
+    settings.addresses.group_port = listen.port();
 }
 
 /// Polls `done` every 10 ms; panics after 10 s.
