@@ -20,6 +20,8 @@
 // A shell crate: it drives real processes, so it needs the wall clock and helper threads.
 #![allow(clippy::disallowed_methods)]
 
+pub mod bank;
+pub mod campaign;
 mod cluster;
 mod compare;
 pub mod config;

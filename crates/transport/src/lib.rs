@@ -75,6 +75,11 @@ pub struct TransportOptions {
     pub connect_timeout: Duration,
     /// Wait after a failed connection attempt or write before connecting again.
     pub reconnect_backoff: Duration,
+    /// Longest a peer may leave sent bytes unacknowledged before its connection counts as
+    /// dead (`TCP_USER_TIMEOUT`, Galera's `gmcast.peer_timeout`). Without it a link that
+    /// went down keeps the old connection retransmitting with a growing back-off, and the
+    /// first messages after the link comes back wait seconds for the next retry.
+    pub peer_timeout: Duration,
     /// A writer with nothing to send for this long closes its connection and ends.
     pub writer_idle_timeout: Duration,
     /// Most events handled between two polls of the node.
@@ -93,6 +98,7 @@ impl Default for TransportOptions {
             max_peers: 256,
             connect_timeout: Duration::from_secs(1),
             reconnect_backoff: Duration::from_millis(50),
+            peer_timeout: Duration::from_secs(3),
             writer_idle_timeout: Duration::from_secs(60),
             max_events_per_poll: 4_096,
             write_buffer: 256 << 10,

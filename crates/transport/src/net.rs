@@ -349,6 +349,8 @@ impl Connection {
             match TcpStream::connect_timeout(&address, self.options.connect_timeout) {
                 Ok(stream) => {
                     stream.set_nodelay(true)?;
+                    socket2::SockRef::from(&stream)
+                        .set_tcp_user_timeout(Some(self.options.peer_timeout))?;
                     *lock(&self.socket) = Some(stream.try_clone()?);
                     if self.shared.stopping() {
                         // Shutdown may have missed this connection: do not use it.
