@@ -26,7 +26,10 @@ Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR
                    quick 3), and sst (SST of provider A under load by the trireme, rsync
                    and mariabackup methods, with tar and cp as ceilings: 2 x 100,000 rows
                    quick, 8 x 1,000,000 rows otherwise, about 15 minutes; not run unless
-                   named)
+                   named), and partition (3 hosts in network namespaces, sysbench across
+                   the bridge while a host is cut off for 25 s, the Raft leader is cut off,
+                   a host is frozen for 10 s and a host is killed and restarted: zero-tps
+                   seconds, worst p99 in the fault, time back to Synced; about 12 minutes)
   --seconds N      length of each write-path and standalone run (default 30, quick 10)
   --reps N         repetitions of every run (default 3, quick 1)
   --base-port-a/b/c P
@@ -47,7 +50,7 @@ quick=0
 provider_a=$root/target/release/libtrireme.so
 provider_b=/usr/lib/galera/libgalera_smm.so
 out=""
-only="write-node1,write-spread,overhead,frozen,failover,ist,large-trx"
+only="write-node1,write-spread,overhead,frozen,failover,ist,large-trx,partition"
 seconds=""
 reps=""
 port_a=23300
@@ -74,7 +77,7 @@ done
 
 for scenario in ${only//,/ }; do
   case $scenario in
-    write-node1|write-spread|overhead|frozen|failover|ist|large-trx|sst) ;;
+    write-node1|write-spread|overhead|frozen|failover|ist|large-trx|sst|partition) ;;
     *) echo "run.sh: unknown scenario '$scenario' in --only" >&2; exit 2 ;;
   esac
 done
@@ -715,6 +718,14 @@ if selected sst; then
     run_bounded "$(capped 3000)" "$log_file" \
     "$root/bench/scripts/sst_pair.sh" "$sst_tables" "$sst_table_size" "$sst_methods" \
     || incident "the SST scenario failed: see run.log"
+fi
+# Faults across hosts run clusters of their own in network namespaces, one at a time.
+if selected partition; then
+  log "faults across hosts: partition, partition-leader, frozen, failover"
+  record_cmd "partition" "$root/bench/scripts/hosts_faults_pair.sh"
+  TRIREME_BENCH_OUT=$out FAULTS_PROVIDER_A=$provider_a FAULTS_PROVIDER_B=$provider_b \
+    run_bounded "$(capped 1800)" "$log_file" "$root/bench/scripts/hosts_faults_pair.sh" \
+    || incident "the faults-across-hosts scenario failed: see run.log"
 fi
 kv "$m" loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 kv "$m" finished_ns "$(now_ns)"

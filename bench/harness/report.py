@@ -647,6 +647,34 @@ def read_sst(path):
     return figures
 
 
+def hosts_faults_section(add, tsv, number):
+    """The faults-across-hosts section from bench/scripts/hosts_faults_pair.sh's
+    hosts_faults.tsv; returns {scenario: {provider: row}}."""
+    add(f"## {number}. Faults across hosts")
+    add("")
+    add("3 hosts in network namespaces on a bridge (`trireme cluster up --hosts`, a my.cnf "
+        "with no listen or node address); sysbench oltp_write_only, 8 threads, across the "
+        "bridge to the hosts that stay up, 60 s; the fault 15 s in. partition: node 3 cut off "
+        "for 25 s; partition-leader: the Raft leader cut off (Galera: node 3); frozen: node 3 "
+        "SIGSTOP for 10 s; failover: node 3 SIGKILL and started again. Command: "
+        "`bench/scripts/hosts_faults_pair.sh`.")
+    add("")
+    rows = {}
+    for line in tsv.read_text().splitlines()[1:]:
+        cells = line.split("\t")
+        if len(cells) == 7:
+            rows.setdefault(cells[1], {})[cells[0]] = cells
+    add("| scenario | Trireme 0-tps s | Galera 0-tps s | Trireme worst p99 ms | "
+        "Galera worst p99 ms | Trireme back to Synced s | Galera back to Synced s |")
+    add("|---|---:|---:|---:|---:|---:|---:|")
+    for scenario, by in rows.items():
+        a = by.get("trireme", ["?"] * 7)
+        b = by.get("galera", ["?"] * 7)
+        add(f"| {scenario} | {a[3]} | {b[3]} | {a[4]} | {b[4]} | {a[5]} | {b[5]} |")
+    add("")
+    return rows
+
+
 def sst_section(add, path, number):
     """The SST section from bench/scripts/sst_pair.sh's sst.tsv; returns its figures."""
     figures = read_sst(path)
@@ -1171,6 +1199,11 @@ def main():
     sst_tsv = out / "sst.tsv"
     if sst_tsv.is_file():
         results["sst"] = sst_section(add, sst_tsv, number)
+        number += 1
+
+    faults_tsv = out / "hosts_faults.tsv"
+    if faults_tsv.is_file():
+        results["hosts_faults"] = hosts_faults_section(add, faults_tsv, number)
         number += 1
 
     large_tsv = out / "large-trx.tsv"

@@ -92,6 +92,15 @@ fn namespace_exists(node: usize) -> bool {
     exists(&["netns", "exec", &namespace(node), "true"])
 }
 
+/// The pids of the processes in host `node`'s namespace.
+fn processes_in(node: usize) -> Vec<String> {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "pids", &namespace(node)]);
+    sys::run_captured(&mut cmd, COMMAND_TIMEOUT)
+        .map(|out| out.stdout.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
 fn link_exists(name: &str) -> bool {
     exists(&["link", "show", "dev", name])
 }
@@ -136,7 +145,16 @@ impl HostNetwork {
 
     fn create_host(&self, node: usize) -> Result<()> {
         let ns = namespace(node);
-        if !namespace_exists(node) {
+        if namespace_exists(node) {
+            let users = processes_in(node);
+            if !users.is_empty() {
+                bail!(
+                    "{ns} is in use (pids {}): another cluster of hosts runs on this machine; \
+                     stop it first (`trireme cluster down --dir ...`)",
+                    users.join(" ")
+                );
+            }
+        } else {
             run("ip", &["netns", "add", &ns])?;
         }
         run_in(node, "ip", &["link", "set", "lo", "up"])?;

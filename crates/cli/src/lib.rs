@@ -3,8 +3,10 @@
 //!
 //! A cluster lives in one directory: `DIR/trireme-cluster.conf` records how it was created,
 //! and node `i` has `DIR/nodeI/{my.cnf,data/,mysqld.sock,mysqld.pid,error.log}`. Every
-//! server listens on 127.0.0.1 only; when `trireme` runs as root the servers run as the
-//! unprivileged system user `trireme` (`mariadbd --user=trireme` drops privileges).
+//! server listens on 127.0.0.1 only, or, in a cluster made with `--hosts`, inside its own
+//! network namespace on a bridge this tool creates ([`hosts`]); when `trireme` runs as root
+//! the servers run as the unprivileged system user `trireme` (`mariadbd --user=trireme` drops
+//! privileges).
 //!
 //! ```no_run
 //! use cli::{Cluster, UpOptions};

@@ -11,7 +11,9 @@
 //!   a connection that sends something that is not a group frame is closed;
 //! - one writer thread per destination address connects lazily, batches every frame queued
 //!   for that peer into as few writes as possible, and on a connection or write failure drops
-//!   what is queued (Raft retransmits) and tries again after a short back-off.
+//!   what is queued (Raft retransmits) and tries again after a short back-off. A peer that
+//!   leaves sent data unacknowledged for [`TransportOptions::peer_timeout`] counts as a
+//!   failure too, so a link that was down does not hold the first messages after it is back.
 //!
 //! Every queue is bounded: the event channel (readers and submitters wait when it is full,
 //! which pushes back through TCP), each writer's queue (frames beyond it are dropped with a
