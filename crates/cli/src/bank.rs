@@ -134,9 +134,9 @@ impl BankClient {
                 }
                 Err(Failure::AtCommit(error)) => {
                     *record.errors.entry(cause(&error)).or_default() += 1;
-                    // The server's answer to COMMIT is an error: rolled back (a
-                    // certification conflict, a node outside the primary component).
-                    // No answer at all: committed or not, nobody can say.
+                    // An error answer leaves the connection usable; the checker needs no
+                    // more (the transfer was attempted, not acknowledged). No answer at
+                    // all: the transfer is uncertain, and the connection is dropped.
                     if !matches!(error, mysql::Error::MySqlError(_)) {
                         record.uncertain.insert(transfer_id);
                         connection = None;

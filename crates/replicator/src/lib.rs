@@ -658,24 +658,15 @@ impl Replicator {
             inner.state = NodeState::Open;
             inner.donor_names = donor_names.to_owned();
         }
-        let reachable = match self.shared.settings.addresses.resolve(&peers) {
+        let reachable = match self.decide_addresses(&peers) {
             Ok(reachable) => reachable,
             Err(error) => {
                 lock(&self.shared.inner).connected = false;
-                return Err(ReplicatorError::Address(error));
+                return Err(error);
             }
         };
-        let message = format!(
-            "peers reach this node at {} (group) and {} (IST)",
-            reachable.group, reachable.ist
-        );
-        self.shared.app.log(LogLevel::Info, &message);
         let start_position = self.start_position();
-        {
-            let mut inner = lock(&self.shared.inner);
-            inner.start_position = start_position;
-            inner.reachable = Some(reachable.clone());
-        }
+        lock(&self.shared.inner).start_position = start_position;
         self.open_cache(start_position);
         // Every node listens for state transfer streams: a founder, too, may fall out of
         // the primary component and come back through IST.
@@ -757,6 +748,19 @@ impl Replicator {
             .expect("spawning the dispatcher thread");
         *lock(&self.dispatcher) = Some(dispatcher);
         Ok(())
+    }
+
+    /// Decides where peers and donors reach this node (see [`NodeAddresses`]), says so in
+    /// the log, and keeps it for the state requests.
+    fn decide_addresses(&self, peers: &[String]) -> Result<Reachable, ReplicatorError> {
+        let reachable = self.shared.settings.addresses.resolve(peers)?;
+        let message = format!(
+            "peers reach this node at {} (group) and {} (IST)",
+            reachable.group, reachable.ist
+        );
+        self.shared.app.log(LogLevel::Info, &message);
+        lock(&self.shared.inner).reachable = Some(reachable.clone());
+        Ok(reachable)
     }
 
     /// Where this server stands at start: the position the server passed at `init`, else
@@ -1363,7 +1367,8 @@ impl Replicator {
                 inner.window.replication_latency.record(sent_at.elapsed());
                 break Some(outcome);
             }
-            if inner.closing || !inner.connected {
+            // Withdrawn: this node fell out of the order (see `withdraw_waiting`).
+            if inner.closing || !inner.connected || !trx.submitted {
                 break None;
             }
             if trx.aborted_by.is_some() && !cancel_tried {
@@ -2229,6 +2234,9 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
 
 impl Dispatcher {
     fn handle(&mut self, delivery: Delivery) {
+        if matches!(delivery, Delivery::Abandoned { .. }) {
+            self.withdraw_waiting();
+        }
         if self.certifier.is_none() && !matches!(delivery, Delivery::View(_)) {
             if lock(&self.shared.inner).joining.is_some() {
                 // Whom our own request went to, or that it must be asked again, cannot wait
@@ -2468,6 +2476,7 @@ impl Dispatcher {
         view: Option<ViewInfo>,
     ) {
         self.certifier = None;
+        self.withdraw_waiting();
         transfer::start_rejoin(&self.shared, cluster, join_seqno, position);
         if let Some(joining) = lock(&self.shared.inner).joining.as_mut() {
             joining.rejoin_view = view;
@@ -2677,6 +2686,33 @@ impl Dispatcher {
         };
         drop(inner);
         self.shared.app.log(level, &message);
+    }
+
+    /// Fails every local transaction still waiting for its write-set's verdict: this node
+    /// left the order (its unordered submissions were abandoned, or it must catch up by
+    /// IST). Such a verdict never comes here; a write-set the others did order comes back
+    /// in the IST as a remote one. Waiting on would keep the transaction's row locks, which
+    /// the IST appliers need: a deadlock. The server rolls it back, the client gets an
+    /// error.
+    fn withdraw_waiting(&self) {
+        let mut inner = lock(&self.shared.inner);
+        let mut withdrawn = 0;
+        for trx in inner.trxs.values_mut() {
+            if trx.submitted && trx.outcome.is_none() {
+                trx.submitted = false;
+                withdrawn += 1;
+            }
+        }
+        drop(inner);
+        if withdrawn > 0 {
+            self.shared.changed.notify_all();
+            let message = format!(
+                "{withdrawn} local transaction(s) waiting for their order are rolled back: \
+                 this node left the primary component (their write-sets, if the others \
+                 ordered them, come back by IST)"
+            );
+            self.shared.app.log(LogLevel::Warning, &message);
+        }
     }
 
     /// The name of the member `uuid` in the latest primary view.
