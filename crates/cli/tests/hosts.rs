@@ -354,3 +354,60 @@ fn joiners_started_together_all_get_their_state() {
         cluster.down().unwrap();
     }
 }
+
+/// IPv6: members in `gcomm://` as bracketed literals, with and without a port, and an IPv6
+/// node address; the group listens on both stacks, IST and SST go over IPv6, and every
+/// member lists the others' IPv6 client addresses.
+#[test]
+fn an_ipv6_cluster_forms_and_replicates() {
+    let _network = one_network();
+    let (guard, _) = new_cluster_dir();
+    let cluster = up_hosts(&guard, 3, SstMethod::Rsync);
+    cluster.down().unwrap();
+    // The same cluster restarted with IPv6 addresses only.
+    for node in 1..=3 {
+        let path = cluster.config().cnf_path(node);
+        let cnf = std::fs::read_to_string(&path).unwrap();
+        let v6 = hosts::address_v6(node);
+        let cnf = cnf
+            .lines()
+            .map(|line| {
+                if line.starts_with("wsrep_cluster_address=") {
+                    "wsrep_cluster_address=gcomm://[fd00:213::1]:4567,[fd00:213::2],[fd00:213::3]"
+                        .to_string()
+                } else if line.starts_with("wsrep_node_name=") {
+                    format!("{line}\nwsrep_node_address=[{v6}]")
+                } else {
+                    line.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&path, cnf).unwrap();
+    }
+    let cluster = up_hosts(&guard, 3, SstMethod::Rsync);
+    cluster
+        .sql(
+            2,
+            "CREATE DATABASE v6; CREATE TABLE v6.t (id INT PRIMARY KEY); \
+             INSERT INTO v6.t VALUES (1), (2), (3)",
+        )
+        .unwrap();
+    assert_equal_at_rest(&cluster, &["v6.t"]);
+    let incoming = cluster
+        .sql(
+            1,
+            "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+             WHERE VARIABLE_NAME = 'WSREP_INCOMING_ADDRESSES'",
+        )
+        .unwrap();
+    for node in 1..=3 {
+        let expected = format!("[{}]:3306", hosts::address_v6(node));
+        assert!(incoming.contains(&expected), "{incoming} lacks {expected}");
+    }
+    let log = cluster.error_log_tail(2, usize::MAX);
+    assert!(
+        log.contains("peers reach this node at [fd00:213::2]:4567 (group)"),
+        "node2 does not advertise its IPv6 address"
+    );
+}

@@ -30,6 +30,10 @@ pub struct NodeAddresses {
 pub struct Reachable {
     /// `host:port` its peers reach its group layer at.
     pub group: String,
+    /// Where the group layer listens: `gmcast.listen_addr`, except that the IPv4 wildcard
+    /// (the default) becomes the IPv6 one, which also takes IPv4, when peers call this node
+    /// at an IPv6 address.
+    pub group_bind: SocketAddr,
     /// `host:port` donors send its state transfer stream to.
     pub ist: String,
     /// Where its state transfer receiver listens.
@@ -79,8 +83,14 @@ impl NodeAddresses {
                 })?
             }
         };
+        let mut group_bind = self.group_listen;
+        if group_bind.ip() == IpAddr::V4(Ipv4Addr::UNSPECIFIED) && host.parse::<Ipv6Addr>().is_ok()
+        {
+            group_bind.set_ip(Ipv6Addr::UNSPECIFIED.into());
+        }
         Ok(Reachable {
             group: host_port(&host, self.group_port),
+            group_bind,
             ist,
             ist_bind,
         })
@@ -202,6 +212,18 @@ mod tests {
         };
         let reachable = configured.resolve(&[]).unwrap();
         assert_eq!(reachable.group, "db-1.example:4567");
+        assert_eq!(reachable.group_bind, "0.0.0.0:4567".parse().unwrap());
+        let v6 = NodeAddresses {
+            host: Some("::1".into()),
+            ..configured.clone()
+        };
+        let reachable = v6.resolve(&[]).unwrap();
+        assert_eq!(reachable.group, "[::1]:4567");
+        assert_eq!(
+            reachable.group_bind,
+            "[::]:4567".parse().unwrap(),
+            "dual stack"
+        );
         assert_eq!(reachable.ist, "127.0.0.1:4568");
         assert_eq!(reachable.ist_bind, "127.0.0.1:4568".parse().unwrap());
         let unresolved = NodeAddresses {

@@ -712,7 +712,7 @@ impl Replicator {
             settings.group.clone(),
             role,
             contact,
-            settings.addresses.group_listen,
+            reachable.group_bind,
             settings.seed,
             TransportOptions::default(),
         );
@@ -721,7 +721,7 @@ impl Replicator {
             Err(error) => {
                 lock(&self.shared.inner).connected = false;
                 return Err(ReplicatorError::Transport {
-                    address: settings.addresses.group_listen,
+                    address: reachable.group_bind,
                     reason: error.to_string(),
                 });
             }
