@@ -32,6 +32,7 @@ at=15      # the fault starts this many seconds into the load
 cut_s=25
 freeze_s=10
 work=$(mktemp -d /tmp/trireme-hosts-bench.XXXXXX)
+chmod 755 "$work"   # the servers run as the unprivileged user trireme
 dir=""
 
 cleanup() {
@@ -74,7 +75,8 @@ run_one() { # provider_label provider kind
   local label=$1 provider=$2 kind=$3 node=3 others sb report
   dir=$work/$label-$kind
   "$trireme" cluster up --hosts --dir "$dir" --provider "$provider" \
-    --provider-options "gcache.size=1G" >"$work/up.log" 2>&1
+    --provider-options "gcache.size=1G" >"$work/up.log" 2>&1 \
+    || { echo "$label $kind: the cluster did not come up:"; tail -n 20 "$work/up.log"; exit 1; }
   "$trireme" cluster sql 1 "CREATE DATABASE sbtest; \
     CREATE USER 'trireme_load'@'%' IDENTIFIED BY 'trireme-load'; \
     GRANT ALL ON sbtest.* TO 'trireme_load'@'%'" --dir "$dir" >/dev/null

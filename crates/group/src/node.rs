@@ -1,6 +1,6 @@
 //! One group member as a deterministic state machine over raft-rs.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use base::{Nanos, NodeState, SeededRng, Seqno, Uuid};
 use protobuf::Message as _;
@@ -288,6 +288,8 @@ pub struct GroupNode {
     conf_queue: VecDeque<ConfOp>,
     /// Leader only: tick of the last message from each peer.
     last_heard: BTreeMap<u64, u64>,
+    /// Members whose flow-control stop this leader lifted for their silence, until heard.
+    stops_lifted: BTreeSet<u64>,
     was_leader: bool,
     leader_contact_tick: u64,
     primary: bool,
@@ -320,6 +322,10 @@ pub struct GroupNode {
     /// Causal reads whose read index is known: answered once that index is applied.
     causal_ready: Vec<(u64, u64)>,
 }
+
+/// Election timeouts of silence after which the leader lifts a member's flow-control stop
+/// (at the default 100 ms election timeout: half a second, against 5 s for eviction).
+const FLOW_STOP_SILENCE_ELECTIONS: u64 = 5;
 
 impl GroupNode {
     /// Founds a new cluster with this node as its only member (`--wsrep-new-cluster`).
@@ -425,6 +431,7 @@ impl GroupNode {
             batch: Vec::new(),
             conf_queue: VecDeque::new(),
             last_heard: BTreeMap::new(),
+            stops_lifted: BTreeSet::new(),
             was_leader: false,
             leader_contact_tick: 0,
             primary: false,
@@ -769,6 +776,7 @@ impl GroupNode {
             return Err(ReceiveError::NotInView { from });
         }
         self.last_heard.insert(from, self.tick);
+        self.stops_lifted.remove(&from);
         let term = message.term;
         let result = self.raw.step(message);
         if from == self.raw.raft.leader_id && term >= self.raw.raft.term {
@@ -1608,7 +1616,38 @@ impl GroupNode {
         }
     }
 
+    /// A silent member cannot resume what it stopped: once the leader has not heard from it
+    /// for [`FLOW_STOP_SILENCE_ELECTIONS`] election timeouts, long before eviction, the
+    /// leader lifts its flow-control stop. A member that still wants the stop says so again
+    /// when it is heard (it repeats a wish the group state does not show).
+    fn lift_silent_flow_stops(&mut self) {
+        let silence = FLOW_STOP_SILENCE_ELECTIONS * self.config.election_ticks as u64;
+        let tick = self.tick;
+        let silent: Vec<u64> = self
+            .state
+            .paused_by
+            .iter()
+            .copied()
+            .filter(|id| *id != self.me.raft_id && !self.stops_lifted.contains(id))
+            .filter(|id| {
+                self.last_heard
+                    .get(id)
+                    .is_some_and(|heard| tick.saturating_sub(*heard) > silence)
+            })
+            .collect();
+        for id in silent {
+            if self.propose_entry(&LogEntry::Control(Control::FlowResume(id))) {
+                tracing::info!(
+                    member = id,
+                    "member silent with flow control stopped: lifting its stop"
+                );
+                self.stops_lifted.insert(id);
+            }
+        }
+    }
+
     fn evict_silent_members(&mut self) {
+        self.lift_silent_flow_stops();
         let suspect_ticks = self.config.suspect_ticks();
         let tick = self.tick;
         let mut silent = Vec::new();

@@ -383,6 +383,30 @@ fn quick_restarts_from_one_address_do_not_cost_the_quorum() {
 }
 
 #[test]
+fn a_silent_member_s_flow_control_stop_is_lifted_long_before_its_eviction() {
+    let mut cluster = Cluster::new(3);
+    for index in 0..3 {
+        cluster.node(index).set_local_state(NodeState::Synced);
+    }
+    cluster.run(10);
+    let leader = (0..3).find(|&i| cluster.node(i).status().leader).unwrap();
+    let stopper = (0..3).find(|&i| i != leader).unwrap();
+    cluster.node(stopper).report_apply_queue(10);
+    cluster.run(10);
+    assert!(cluster.node(leader).status().paused);
+    // Cut off with its stop in force: it can never send the resume.
+    cluster.isolated.insert(stopper);
+    cluster.run(70); // 0.7 s: past 5 election timeouts, before the 1 s suspect timeout
+    let status = cluster.node(leader).status();
+    assert!(!status.paused, "the silent member's stop is lifted");
+    assert_eq!(status.members, 3, "and it is not evicted yet");
+    // Heard again and still behind, it stops the group again.
+    cluster.isolated.clear();
+    cluster.run(40);
+    assert!(cluster.node(leader).status().paused, "its stop is back");
+}
+
+#[test]
 fn flow_control_pauses_ordering_and_donors_never_pause() {
     let mut cluster = Cluster::new(3);
     for index in 0..3 {
