@@ -9,7 +9,7 @@
 #   failover          node 3 is killed (SIGKILL) and started again at once
 # Figures per run: seconds at 0 tps, the worst per-second p99 latency during the fault,
 # and the seconds from the end of the fault (heal, SIGCONT, restart) until the node is
-# Synced in a cluster of 3 again.
+# Synced in a cluster of 3 again with everything the others had committed by then.
 #
 #   bench/scripts/hosts_faults_pair.sh [kinds="partition partition-leader frozen failover"]
 #
@@ -46,17 +46,23 @@ status() { # node var
     -e "SHOW STATUS LIKE '$2'" 2>/dev/null | awk '{print $2}'
 }
 
-synced_in_three() { # node
+# Node $1 is Synced in a cluster of three and has committed up to seqno $2 (what the
+# others had committed when the fault ended: a node just thawed still shows its old state).
+back_in_three() { # node seqno
+  local committed
+  committed=$(status "$1" wsrep_last_committed)
   [ "$(status "$1" wsrep_local_state_comment)" = Synced ] \
-    && [ "$(status "$1" wsrep_cluster_size)" = 3 ]
+    && [ "$(status "$1" wsrep_cluster_size)" = 3 ] && [ "${committed:-0}" -ge "$2" ]
 }
 
-# Seconds (to 0.1) until node $1 is Synced in a cluster of three, at most 300.
+# Seconds (to 0.1) until node $1 is back (see back_in_three), at most 300.
 time_to_synced() {
-  local start now
+  local start now target other=1
   start=$(date +%s.%N)
+  [ "$1" = 1 ] && other=2
+  target=$(status "$other" wsrep_last_committed)
   for _ in $(seq 1 3000); do
-    synced_in_three "$1" && break
+    back_in_three "$1" "${target:-0}" && break
     sleep 0.1
   done
   now=$(date +%s.%N)
