@@ -84,6 +84,12 @@ fn namespaces_left() -> String {
         .join(",")
 }
 
+/// Whether `node` is Synced in a cluster of `size`.
+fn synced_in(cluster: &Cluster, node: usize, size: usize) -> bool {
+    let status = cluster.node_status(node);
+    status.is_synced() && status.cluster_size() == Some(size)
+}
+
 fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !done() {
@@ -207,10 +213,7 @@ fn a_cut_host_goes_non_primary_and_rejoins_by_ist_while_the_majority_writes() {
     let back = wait_for(
         "node3 Synced in a cluster of three",
         Duration::from_secs(90),
-        || {
-            let status = cluster.node_status(3);
-            status.is_synced() && status.cluster_size() == Some(3)
-        },
+        || synced_in(&cluster, 3, 3),
     );
     eprintln!("node3 was Synced {back:?} after the heal");
     let report = running.join().unwrap();
@@ -274,10 +277,7 @@ fn the_majority_resumes_within_two_seconds_when_the_leader_is_cut_off() {
     wait_for(
         "the old leader Synced again",
         Duration::from_secs(90),
-        || {
-            let status = cluster.node_status(leader);
-            status.is_synced() && status.cluster_size() == Some(3)
-        },
+        || synced_in(&cluster, leader, 3),
     );
     assert_sbtest_equal(&cluster);
 }
@@ -306,12 +306,7 @@ fn a_two_host_cluster_with_one_host_frozen_reports_a_cluster_of_one() {
     wait_for(
         "both Primary and Synced again",
         Duration::from_secs(90),
-        || {
-            (1..=2).all(|n| {
-                let status = cluster.node_status(n);
-                status.is_synced() && status.cluster_size() == Some(2)
-            })
-        },
+        || (1..=2).all(|n| synced_in(&cluster, n, 2)),
     );
     start_load(&cluster, &guard, load).join().unwrap();
     assert_sbtest_equal(&cluster);

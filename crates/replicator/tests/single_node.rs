@@ -21,6 +21,16 @@ struct FakeServer {
     calls: Mutex<Vec<String>>,
 }
 
+/// The calls a fake server received, without the log lines.
+fn without_logs(calls: &Mutex<Vec<String>>) -> Vec<String> {
+    let calls = calls.lock().unwrap();
+    calls
+        .iter()
+        .filter(|c| !c.starts_with("log "))
+        .cloned()
+        .collect()
+}
+
 impl Application for FakeServer {
     fn connected(&self, view: &ViewInfo) -> bool {
         self.calls
@@ -87,14 +97,7 @@ fn a_founding_node_commits_local_transactions_in_order() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let calls: Vec<String> = server
-        .calls
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|c| !c.starts_with("log "))
-        .cloned()
-        .collect();
+    let calls = without_logs(&server.calls);
     assert_eq!(
         calls[..3],
         [
@@ -390,14 +393,7 @@ fn a_joiner_gets_state_from_a_donor_then_applies_what_followed() {
         joiner_app.calls.lock().unwrap(),
         donor_app.calls.lock().unwrap()
     );
-    let calls: Vec<String> = joiner_app
-        .calls
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|c| !c.starts_with("log "))
-        .cloned()
-        .collect();
+    let calls = without_logs(&joiner_app.calls);
     assert!(calls[0].starts_with("connected"), "{calls:?}");
     assert_eq!(calls[1], "sst_request", "{calls:?}");
     assert!(donor_app
