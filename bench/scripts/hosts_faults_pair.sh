@@ -55,18 +55,22 @@ back_in_three() { # node seqno
     && [ "$(status "$1" wsrep_cluster_size)" = 3 ] && [ "${committed:-0}" -ge "$2" ]
 }
 
+# Seconds (to 0.1) since $1, a time in nanoseconds.
+seconds_since() {
+  awk -v ns=$(( $(date +%s%N) - $1 )) 'BEGIN { printf "%.1f", ns / 1e9 }'
+}
+
 # Seconds (to 0.1) until node $1 is back (see back_in_three), at most 300.
 time_to_synced() {
-  local start now target other=1
-  start=$(date +%s.%N)
+  local start target other=1
+  start=$(date +%s%N)
   [ "$1" = 1 ] && other=2
   target=$(status "$other" wsrep_last_committed)
   for _ in $(seq 1 3000); do
     back_in_three "$1" "${target:-0}" && break
     sleep 0.1
   done
-  now=$(date +%s.%N)
-  echo "$now - $start" | bc | xargs printf '%.1f'
+  seconds_since "$start"
 }
 
 sysbench_cmd() { # hosts...
@@ -116,9 +120,9 @@ run_one() { # provider_label provider kind
     failover)
       "$trireme" cluster kill "$node" --signal kill --dir "$dir"
       local start
-      start=$(date +%s.%N)
+      start=$(date +%s%N)
       "$trireme" cluster start "$node" --dir "$dir" --timeout 300 >>"$work/start.log" 2>&1
-      back=$(echo "$(date +%s.%N) - $start" | bc | xargs printf '%.1f') ;;
+      back=$(seconds_since "$start") ;;
   esac
   wait "$load"
   local hold=$cut_s

@@ -271,24 +271,12 @@ impl BankState {
     /// Reads the accounts and the ledger of `node` (over its socket).
     pub fn read(cluster: &Cluster, node: usize) -> Result<BankState> {
         let mut state = BankState::default();
-        let accounts = cluster.sql(node, "SELECT id, balance FROM bank.accounts")?;
-        for line in accounts.lines().filter(|l| !l.trim().is_empty()) {
-            let fields = numbers(line).with_context(|| format!("account row {line:?}"))?;
-            let [id, balance] = fields[..] else {
-                bail!("account row {line:?}: expected 2 fields");
-            };
-            state.balances.insert(id, balance);
+        for row in rows(cluster, node, "SELECT id, balance FROM bank.accounts", 2)? {
+            state.balances.insert(row[0], row[1]);
         }
-        let ledger = cluster.sql(
-            node,
-            "SELECT transfer_id, from_id, to_id, amount FROM bank.ledger",
-        )?;
-        for line in ledger.lines().filter(|l| !l.trim().is_empty()) {
-            let fields = numbers(line).with_context(|| format!("ledger row {line:?}"))?;
-            let [id, from, to, amount] = fields[..] else {
-                bail!("ledger row {line:?}: expected 4 fields");
-            };
-            state.ledger.insert(id as u64, (from, to, amount));
+        let ledger = "SELECT transfer_id, from_id, to_id, amount FROM bank.ledger";
+        for row in rows(cluster, node, ledger, 4)? {
+            state.ledger.insert(row[0] as u64, (row[1], row[2], row[3]));
         }
         Ok(state)
     }
@@ -346,9 +334,22 @@ impl BankState {
     }
 }
 
-fn numbers(line: &str) -> Result<Vec<i64>> {
-    line.split('\t')
-        .map(|field| field.trim().parse::<i64>().map_err(anyhow::Error::from))
+/// The rows of `query` on `node`, each `width` integers.
+fn rows(cluster: &Cluster, node: usize, query: &str, width: usize) -> Result<Vec<Vec<i64>>> {
+    let text = cluster.sql(node, query)?;
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let fields = line
+                .split('\t')
+                .map(|field| field.trim().parse::<i64>())
+                .collect::<std::result::Result<Vec<i64>, _>>()
+                .with_context(|| format!("row {line:?} of {query:?}"))?;
+            if fields.len() != width {
+                bail!("row {line:?} of {query:?}: expected {width} fields");
+            }
+            Ok(fields)
+        })
         .collect()
 }
 

@@ -2127,18 +2127,14 @@ fn new_trx() -> LocalTrx {
     }
 }
 
-fn view_info(view: &View, incoming: &str, own_name: &str) -> ViewInfo {
+fn view_info(view: &View) -> ViewInfo {
     let members = view
         .members
         .iter()
         .map(|m| MemberOut {
             uuid: m.uuid,
             name: m.name.clone(),
-            incoming: if m.name == own_name {
-                incoming.to_owned()
-            } else {
-                m.incoming.clone()
-            },
+            incoming: m.incoming.clone(),
         })
         .collect();
     ViewInfo {
@@ -2340,8 +2336,7 @@ impl Dispatcher {
 
     fn on_view(&mut self, view: View) {
         self.track_absent_members(&view);
-        let settings = &self.shared.settings;
-        let info = view_info(&view, &settings.incoming_address, &settings.node_name);
+        let info = view_info(&view);
         let own_uuid = view
             .own_index
             .and_then(|i| view.members.get(i))
@@ -2967,9 +2962,7 @@ impl Dispatcher {
                 Delivery::View(view) if view.ordered && view.seqno > position => {
                     self.skip_in_order(view.seqno);
                     if view.seqno > applied_upto {
-                        let settings = &self.shared.settings;
-                        let info =
-                            view_info(&view, &settings.incoming_address, &settings.node_name);
+                        let info = view_info(&view);
                         let ordered = view.primary;
                         lock(&self.shared.inner).queue.push_back(RecvEvent::View {
                             view: info,
