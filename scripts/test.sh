@@ -25,5 +25,8 @@ export PATH="$PWD/target/release:$PATH"
 echo "==> cargo test"
 cargo test --workspace
 
+# Every decoder's fuzz target again, with more inputs than the plain run above gives it.
+PROPTEST_CASES="${TRIREME_FUZZ_CASES:-20000}" ./scripts/fuzz.sh
+
 echo "==> simulator sweep with faults (release)"
 cargo run --release --quiet -p sim -- --seeds "${TRIREME_SIM_SEEDS:-0..500}"

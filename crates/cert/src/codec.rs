@@ -380,3 +380,229 @@ impl Reader<'_> {
         }
     }
 }
+
+/// Fuzz targets for [`Certifier::decode`]: arbitrary bytes and damaged real indexes never
+/// panic it, what it accepts is the canonical encoding of what it returns (so it is no larger
+/// than the input allows), and a joiner can go on from an accepted index. `scripts/fuzz.sh`
+/// runs them longer.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use base::KeyType;
+    use proptest::prelude::*;
+    use proptest::sample::Index as At;
+    use writeset::{flags, Key, WriteSet};
+
+    /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
+    const FUZZ_CASES: u32 = 5000;
+
+    fn cases() -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|cases| cases.parse().ok())
+            .unwrap_or(FUZZ_CASES)
+    }
+
+    /// One step of building a real index.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Certify {
+            source: u8,
+            back: i64,
+            flags: u32,
+            keys: Vec<(Vec<u8>, u8)>,
+        },
+        Skip,
+        Purge(i64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let key = (proptest::collection::vec(0u8..3, 1..3), 0u8..4);
+        let ws_flags = prop_oneof![
+            Just(flags::TRX_START | flags::TRX_END),
+            Just(flags::ISOLATION),
+            Just(flags::TRX_START | flags::TRX_END | flags::PA_UNSAFE),
+            Just(flags::TRX_START),
+        ];
+        prop_oneof![
+            6 => (0u8..3, 0i64..6, ws_flags, proptest::collection::vec(key, 0..4))
+                .prop_map(|(source, back, flags, keys)| Op::Certify { source, back, flags, keys }),
+            1 => Just(Op::Skip),
+            1 => (0i64..6).prop_map(Op::Purge),
+        ]
+    }
+
+    fn build(start: i64, ops: &[Op]) -> Certifier {
+        let mut cert = Certifier::starting_at(CertConfig { max_interval: 8 }, Seqno(start));
+        for op in ops {
+            let seqno = cert.position().next();
+            match op {
+                Op::Certify {
+                    source,
+                    back,
+                    flags,
+                    keys,
+                } => {
+                    let ws = WriteSet {
+                        source: Uuid([*source; 16]),
+                        conn_id: 1,
+                        trx_id: u64::from(*source),
+                        last_seen: Seqno(seqno.0 - 1 - back),
+                        flags: *flags,
+                        keys: keys
+                            .iter()
+                            .map(|(parts, t)| Key {
+                                parts: parts.iter().map(|p| vec![*p]).collect(),
+                                key_type: KeyType::from_u8(*t).expect("0..4"),
+                            })
+                            .collect(),
+                        data: Default::default(),
+                    };
+                    cert.certify(seqno, &ws);
+                }
+                Op::Skip => cert.skip(seqno),
+                Op::Purge(back) => cert.purge_to(Seqno(cert.position().0 - back)),
+            }
+        }
+        cert
+    }
+
+    /// One way to damage an encoding.
+    #[derive(Clone, Debug)]
+    enum Mutation {
+        Flip(At, u8),
+        Set(At, u8),
+        /// An 8-byte little-endian value written over whatever is there.
+        Wide(At, u64),
+        Truncate(At),
+        Insert(At, Vec<u8>),
+    }
+
+    fn huge() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(u64::MAX),
+            Just(i64::MAX as u64),
+            Just(i64::MIN as u64),
+            Just(1 << 40),
+            any::<u64>(),
+        ]
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        prop_oneof![
+            (any::<At>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
+            (any::<At>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
+            (any::<At>(), huge()).prop_map(|(at, v)| Mutation::Wide(at, v)),
+            any::<At>().prop_map(Mutation::Truncate),
+            (any::<At>(), proptest::collection::vec(any::<u8>(), 1..26))
+                .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
+        ]
+    }
+
+    /// Damages the body (everything after the magic and version; the checksum is added
+    /// afterwards).
+    fn apply(body: &mut Vec<u8>, mutation: &Mutation) {
+        const KEEP: usize = 5;
+        let len = body.len() - KEEP;
+        if len == 0 {
+            return;
+        }
+        match mutation {
+            Mutation::Flip(at, bit) => body[KEEP + at.index(len)] ^= 1 << bit,
+            Mutation::Set(at, value) => body[KEEP + at.index(len)] = *value,
+            Mutation::Wide(at, value) => {
+                let at = KEEP + at.index(len);
+                let end = (at + 8).min(body.len());
+                body[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
+            }
+            Mutation::Truncate(at) => body.truncate(KEEP + at.index(len)),
+            Mutation::Insert(at, more) => {
+                let at = KEEP + at.index(len + 1);
+                body.splice(at..at, more.iter().copied());
+            }
+        }
+    }
+
+    fn sealed(mut body: Vec<u8>) -> Vec<u8> {
+        let crc = crc32c::crc32c(&body);
+        body.extend_from_slice(&crc.to_le_bytes());
+        body
+    }
+
+    /// The offsets of the three counts in an encoding of `cert`.
+    fn count_fields(cert: &Certifier) -> [usize; 3] {
+        let history = HEADER_LEN;
+        let written = history + COUNT_LEN + RECORD_LEN * cert.history.len();
+        let entries = written + COUNT_LEN + PATH_LEN * cert.written.len();
+        [history, written, entries]
+    }
+
+    /// What every outcome must satisfy: an error, or an index whose encoding is the input
+    /// (so nothing in it is larger than the input paid for) and that a joiner can continue.
+    fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let Ok(mut cert) = Certifier::decode(bytes) else {
+            return Ok(());
+        };
+        prop_assert_eq!(cert.encode(), bytes);
+        prop_assert!(cert.history.len() * RECORD_LEN <= bytes.len());
+        prop_assert!(cert.written.len() * PATH_LEN <= bytes.len());
+        prop_assert!(cert.index.len() * MIN_ENTRY_LEN <= bytes.len());
+        // What a joiner does next: purge to the position and take the next seqno.
+        if cert.position().0 < i64::MAX {
+            cert.purge_to(cert.position());
+            prop_assert_eq!(cert.index_len(), 0);
+            cert.skip(cert.position().next());
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        /// Arbitrary bytes, most of them behind the magic and version and under a matching
+        /// checksum, so that the structure parser is what gets exercised.
+        #[test]
+        fn fuzz_cert_index_decode_arbitrary_bytes(
+            bytes in proptest::collection::vec(any::<u8>(), 0..400),
+            magic in any::<bool>(),
+            seal in any::<bool>(),
+        ) {
+            let mut bytes = bytes;
+            if magic {
+                bytes.splice(0..0, MAGIC.iter().copied().chain([FORMAT_VERSION]));
+            }
+            if seal {
+                bytes = sealed(bytes);
+            }
+            check(&bytes)?;
+        }
+
+        /// Real indexes with flipped and overwritten bytes, huge counts, cuts and insertions,
+        /// under a matching checksum (or not).
+        #[test]
+        fn fuzz_cert_index_decode_mutated(
+            start in prop_oneof![Just(0i64), Just(-1), Just(i64::MAX - 200), any::<i64>()],
+            ops in proptest::collection::vec(op(), 0..40),
+            count in proptest::option::of((0usize..3, huge())),
+            mutations in proptest::collection::vec(mutation(), 0..3),
+            seal in prop_oneof![4 => Just(true), 1 => Just(false)],
+        ) {
+            // Seqnos below -1 never reach a certifier; the ops need 100 seqnos of room.
+            let start = start.clamp(-1, i64::MAX - 100);
+            let cert = build(start, &ops);
+            let mut bytes = cert.encode();
+            prop_assert_eq!(Certifier::decode(&bytes).map(|c| c.encode()), Ok(bytes.clone()));
+            let mut body = bytes.split_off(bytes.len() - CRC_LEN);
+            std::mem::swap(&mut body, &mut bytes);
+            if let Some((field, value)) = count {
+                let at = count_fields(&cert)[field];
+                body[at..at + COUNT_LEN].copy_from_slice(&value.to_le_bytes());
+            }
+            for mutation in &mutations {
+                apply(&mut body, mutation);
+            }
+            let bytes = if seal { sealed(body) } else { [body, bytes].concat() };
+            check(&bytes)?;
+        }
+    }
+}

@@ -27,6 +27,7 @@ pub mod campaign;
 mod cluster;
 mod compare;
 pub mod config;
+pub mod garbage;
 pub mod grastate;
 pub mod hosts;
 pub mod load;

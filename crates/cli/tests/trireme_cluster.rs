@@ -15,8 +15,10 @@
 //!   bad value;
 //! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
 //! - a node killed with SIGKILL is evicted while the others keep committing, and rejoins;
-//! - a malformed provider option stops mariadbd from starting with a message naming it,
-//!   without a crash;
+//! - a malformed provider option, or a TLS file that does not exist, stops mariadbd from
+//!   starting with a message naming it, without a crash;
+//! - a provider thread that panics takes its server down at once, with a log line naming
+//!   the thread, and the others keep committing;
 //! - the whole cluster stops cleanly (each node saving its position in `grastate.dat`,
 //!   the last one safe to bootstrap) and comes back from its directory alone, continuing
 //!   the same history.
@@ -384,7 +386,38 @@ fn a_three_node_cluster_on_trireme() {
         !log.contains("got signal"),
         "mariadbd crashed instead of refusing:\n{log}"
     );
+    // A TLS key file that does not exist: the same refusal, naming the option and file.
+    let missing_key = good.replace(
+        "gcache.size=64M",
+        "gcache.size=64M; socket.ssl_key=/nonexistent/node.key; socket.ssl_cert=/nonexistent/node.pem",
+    );
+    std::fs::write(&cnf, &missing_key).unwrap();
+    assert!(
+        cluster.start_node(3).is_err(),
+        "node 3 started without its TLS files"
+    );
+    let log = cluster.error_log_tail(3, 200);
+    assert!(
+        log.contains("socket.ssl_cert") && log.contains("/nonexistent/node.pem"),
+        "the error names the TLS option and file:\n{log}"
+    );
     std::fs::write(&cnf, &good).unwrap();
+
+    // A provider thread that dies takes its server down at once, with a log line that names
+    // the thread; the others keep committing.
+    std::env::set_var("TRIREME_FAULT_PANIC_THREAD", "trireme-dispatch");
+    let died = cluster.start_node(3);
+    std::env::remove_var("TRIREME_FAULT_PANIC_THREAD");
+    assert!(died.is_err(), "node 3 ran on with a dead dispatcher");
+    assert!(cluster.pid(3).is_none(), "node 3's server is still there");
+    let log = cluster.error_log_tail(3, 200);
+    assert!(
+        log.contains("a Trireme thread panicked") && log.contains("trireme-dispatch"),
+        "the server did not say which thread died:\n{log}"
+    );
+    insert_rows(&cluster, 1, next_id, 5);
+    let rows = rows + 5;
+
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("node 3 with its option fixed: {e:#}"));

@@ -208,3 +208,150 @@ mod tests {
         assert_eq!(aligned_len(8), 40);
     }
 }
+
+/// Fuzz targets for the header decoders, and the damage the recovery fuzz targets share.
+/// `scripts/fuzz.sh` runs them longer.
+#[cfg(test)]
+pub(crate) mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
+    const FUZZ_CASES: u32 = 10_000;
+
+    /// `PROPTEST_CASES` if set, else `default`.
+    pub(crate) fn cases(default: u32) -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|cases| cases.parse().ok())
+            .unwrap_or(default)
+    }
+
+    /// One way to damage bytes.
+    #[derive(Clone, Debug)]
+    pub(crate) enum Mutation {
+        Flip(Index, u8),
+        Set(Index, u8),
+        /// A little-endian value of `width` bytes written over whatever is there.
+        Wide(Index, u64, usize),
+        Truncate(Index),
+        Insert(Index, Vec<u8>),
+    }
+
+    pub(crate) fn huge() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(u64::MAX),
+            Just(u64::from(u32::MAX)),
+            Just(i64::MAX as u64),
+            Just(1 << 20),
+            any::<u64>(),
+        ]
+    }
+
+    pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
+        prop_oneof![
+            3 => (any::<Index>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
+            2 => (any::<Index>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
+            2 => (any::<Index>(), huge(), prop_oneof![Just(4usize), Just(8)])
+                .prop_map(|(at, v, w)| Mutation::Wide(at, v, w)),
+            1 => any::<Index>().prop_map(Mutation::Truncate),
+            1 => (any::<Index>(), proptest::collection::vec(any::<u8>(), 1..40))
+                .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
+        ]
+    }
+
+    pub(crate) fn apply(bytes: &mut Vec<u8>, mutation: &Mutation) {
+        let len = bytes.len();
+        if len == 0 {
+            return;
+        }
+        match mutation {
+            Mutation::Flip(at, bit) => bytes[at.index(len)] ^= 1 << bit,
+            Mutation::Set(at, value) => bytes[at.index(len)] = *value,
+            Mutation::Wide(at, value, width) => {
+                let at = at.index(len);
+                let end = (at + width).min(len);
+                bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
+            }
+            Mutation::Truncate(at) => bytes.truncate(at.index(len)),
+            Mutation::Insert(at, more) => {
+                let at = at.index(len + 1);
+                bytes.splice(at..at, more.iter().copied());
+            }
+        }
+    }
+
+    fn file_header() -> impl Strategy<Value = FileHeader> {
+        (any::<[u8; 16]>(), any::<u64>(), any::<u64>()).prop_map(|(history, file_size, id)| {
+            FileHeader {
+                history: Uuid(history),
+                file_size,
+                page_id: id,
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+
+        /// Arbitrary and damaged file headers, resealed or not: refused, or decoded to fields
+        /// that encode back to the same bytes (the reserved bytes aside).
+        #[test]
+        fn fuzz_gcache_file_header_decode(
+            header in file_header(),
+            ring in any::<bool>(),
+            arbitrary in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..100)),
+            mutations in proptest::collection::vec(mutation(), 0..3),
+            seal in any::<bool>(),
+        ) {
+            let magic = if ring { RING_MAGIC } else { PAGE_MAGIC };
+            let mut bytes = arbitrary.unwrap_or_else(|| header.encode(magic).to_vec());
+            for mutation in &mutations {
+                apply(&mut bytes, mutation);
+            }
+            if seal && bytes.len() >= FILE_HEADER_LEN as usize {
+                let crc = crc32c::crc32c(&bytes[..60]);
+                bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+            }
+            if let Ok(decoded) = FileHeader::decode(&bytes, magic) {
+                let again = decoded.encode(magic);
+                prop_assert_eq!(&again[..48], &bytes[..48]);
+                prop_assert_eq!(FileHeader::decode(&again, magic), Ok(decoded));
+            }
+        }
+
+        /// Arbitrary and damaged record headers: refused, or parsed to fields that encode
+        /// back to the same bytes.
+        #[test]
+        fn fuzz_gcache_record_header_parse(
+            seqno in any::<i64>(),
+            kind in any::<u8>(),
+            timestamp in any::<u64>(),
+            payload in proptest::collection::vec(any::<u8>(), 0..40),
+            arbitrary in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..80)),
+            mutations in proptest::collection::vec(mutation(), 0..3),
+        ) {
+            let mut bytes = arbitrary.unwrap_or_else(|| {
+                let mut out = Vec::new();
+                encode_record_header(&mut out, 7, Seqno(seqno), kind, timestamp, &payload);
+                out.extend_from_slice(&payload);
+                out
+            });
+            for mutation in &mutations {
+                apply(&mut bytes, mutation);
+            }
+            if let Some(header) = RecordHeader::parse(&bytes) {
+                let mut again = Vec::new();
+                again.extend_from_slice(&RECORD_MAGIC);
+                again.extend_from_slice(&header.payload_len.to_le_bytes());
+                again.extend_from_slice(&header.seqno.0.to_le_bytes());
+                again.extend_from_slice(&header.timestamp.to_le_bytes());
+                again.extend_from_slice(&[header.kind, 0, 0, 0]);
+                again.extend_from_slice(&header.crc.to_le_bytes());
+                prop_assert_eq!(&again[..], &bytes[..RECORD_HEADER_LEN]);
+                prop_assert!(aligned_len(header.payload_len) >= RECORD_HEADER_LEN as u64);
+            }
+        }
+    }
+}

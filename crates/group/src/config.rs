@@ -44,7 +44,14 @@ pub struct GroupConfig {
     pub leave_grace_ticks: u64,
     /// Ticks between two join requests of a member that is not in a view yet.
     pub join_retry_ticks: u64,
+    /// `repl.max_ws_size`: the largest write-set, in bytes, the leader orders. A forwarded
+    /// write-set (or chunk of one) that would be larger is refused, which also bounds what
+    /// the reassembly of a chunked write-set holds.
+    pub max_ws_size: u64,
 }
+
+/// Galera's default and ceiling of `repl.max_ws_size`: 2 GiB - 1.
+pub const MAX_WS_SIZE_DEFAULT: u64 = (2 << 30) - 1;
 
 impl Default for GroupConfig {
     fn default() -> Self {
@@ -63,6 +70,7 @@ impl Default for GroupConfig {
             snapshot_interval_entries: 1_000,
             leave_grace_ticks: 20,
             join_retry_ticks: 20,
+            max_ws_size: MAX_WS_SIZE_DEFAULT,
         }
     }
 }

@@ -10,6 +10,8 @@
 //! Layout:
 //! - `config`: settings, with Galera's option names (`evs.suspect_timeout`, `gcs.fc_limit`).
 //! - `wire`: the checked envelope of every message between members.
+//! - `check`: what a Raft message from the network must satisfy before raft-rs sees it.
+//! - `admission`: the proof that a joiner receives at the address it names.
 //! - `state`: the replicated group state; the one place Raft entries become seqnos.
 //! - `log`: the in-memory Raft log with group-state snapshots.
 //! - `node` (this file): the member itself: forwarding to the leader, batching, delivery,
@@ -18,16 +20,29 @@
 //! Words: Raft *orders* (commits) log entries; the database *commits* transactions. A Raft
 //! index is not a seqno and a Raft snapshot is not an SST.
 
+pub mod check;
 pub mod config;
 pub mod log;
 pub mod state;
 pub mod wire;
 
+mod admission;
 mod node;
 
-pub use config::{ConfigError, GroupConfig};
+pub use check::RaftRefusal;
+pub use config::{ConfigError, GroupConfig, MAX_WS_SIZE_DEFAULT};
 pub use node::{
     Delivery, FlowCounters, GroupNode, GroupStatus, Outgoing, ReceiveError, View, ViewMember,
     CHUNK_BYTES,
 };
 pub use state::{Contact, Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};
+
+/// Cases a fuzz target runs: `PROPTEST_CASES` when set (a longer fuzzing run), else the
+/// target's own `FUZZ_CASES`.
+#[cfg(test)]
+pub(crate) fn fuzz_cases(own: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(own)
+}

@@ -11,6 +11,8 @@ use raft::eraftpb::{
 use raft::{RawNode, SnapshotStatus, StateRole};
 use rand::Rng;
 
+use crate::admission::ChallengeKey;
+use crate::check::{self, MemberChange, RaftRefusal};
 use crate::config::GroupConfig;
 use crate::log::OrderLog;
 use crate::state::{
@@ -151,6 +153,8 @@ pub struct GroupStatus {
     pub primary: bool,
     /// True while this member is the Raft leader.
     pub leader: bool,
+    /// The Raft term this member is in.
+    pub term: u64,
     /// Members in the current view.
     pub members: usize,
     /// Last seqno handed to the node.
@@ -200,6 +204,54 @@ pub enum ReceiveError {
     ForeignSubmission {
         /// The sender's Raft id.
         from: u64,
+    },
+    /// A message that claims to come from this member, or from no member (id 0).
+    #[error("message claims to come from Raft id {from}, which is this member or nobody")]
+    ForgedSender {
+        /// The sender id claimed.
+        from: u64,
+    },
+    /// A Raft message raft-rs must not see (it would panic on it, or it is one no member
+    /// sends); see [`RaftRefusal`].
+    #[error("Raft message from {from} refused: {refusal}")]
+    RaftRefused {
+        /// The sender's Raft id.
+        from: u64,
+        /// Why.
+        refusal: RaftRefusal,
+    },
+    /// A control message (flow control, node state, a state request) in another member's
+    /// name: a member speaks for itself only.
+    #[error("member {from} sent a control message about another member")]
+    ForeignControl {
+        /// The sender's Raft id.
+        from: u64,
+    },
+    /// A forwarded submission over `repl.max_ws_size` or with an impossible chunk position.
+    #[error("member {from} forwarded submission {submit_id}, refused: {reason}")]
+    BadSubmission {
+        /// The sender's Raft id.
+        from: u64,
+        /// The submission's number.
+        submit_id: u64,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A join request this member does not act on (it may be asked again).
+    #[error("join of Raft id {raft_id} refused: {reason}")]
+    JoinRefused {
+        /// The joiner's Raft id.
+        raft_id: u64,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A welcome this joining node does not take.
+    #[error("welcome from Raft id {from} refused: {reason}")]
+    BadWelcome {
+        /// The sender's Raft id.
+        from: u64,
+        /// Why.
+        reason: &'static str,
     },
     /// This node has left the group.
     #[error("this member has left the group")]
@@ -260,6 +312,25 @@ struct Leaving {
 /// Members that left recently are remembered this long (by count) to tell them so.
 const DEPARTED_REMEMBERED: usize = 16;
 
+/// Election timeouts the leader must not have heard from a member before a new process
+/// joining from that member's address replaces it (at the default 100 ms election timeout,
+/// half a second). A restarted process waits that long; a forged join while the member
+/// lives is refused.
+const REPLACE_SILENCE_ELECTIONS: u64 = 5;
+
+/// Joiners the leader queues at once. Joins are admitted one at a time anyway (one
+/// membership change in flight), and a joiner asks again until it is in.
+const JOINS_QUEUED_MAX: usize = 1;
+
+/// The most members a welcome may list.
+const WELCOME_MEMBERS_MAX: usize = 128;
+
+/// The most addresses of non-members a node remembers (from welcomes and joins).
+const KNOWN_ADDRESSES_MAX: usize = 2 * WELCOME_MEMBERS_MAX;
+
+/// The longest name or address a member may present, in bytes.
+const MEMBER_FIELD_BYTES_MAX: usize = 1024;
+
 /// One member of the group.
 pub struct GroupNode {
     config: GroupConfig,
@@ -280,6 +351,10 @@ pub struct GroupNode {
     departed: VecDeque<MemberInfo>,
     seeds: Vec<String>,
     last_join_tick: Option<u64>,
+    /// Leader only: the key of the challenges that prove a joiner's address.
+    challenge_key: ChallengeKey,
+    /// Joining only: the last challenge received, sent back with the next join request.
+    join_proof: Option<u64>,
     next_submit_id: u64,
     pending: BTreeMap<u64, PendingSubmission>,
     /// Leader only: submissions waiting to be proposed.
@@ -288,6 +363,10 @@ pub struct GroupNode {
     conf_queue: VecDeque<ConfOp>,
     /// Leader only: tick of the last message from each peer.
     last_heard: BTreeMap<u64, u64>,
+    /// Members added while this node was a member that it has not received a Raft message
+    /// from since. As leader it admits no new joiner while one is left (other than one
+    /// being replaced): joiners that never answer could otherwise outvote the members.
+    unheard: BTreeSet<u64>,
     /// Members whose flow-control stop this leader lifted for their silence, until heard.
     stops_lifted: BTreeSet<u64>,
     was_leader: bool,
@@ -395,7 +474,7 @@ impl GroupNode {
     fn new(
         config: GroupConfig,
         me: MemberInfo,
-        rng: SeededRng,
+        mut rng: SeededRng,
         log: OrderLog,
         applied: u64,
         now: Nanos,
@@ -410,6 +489,7 @@ impl GroupNode {
         )
         .expect("valid Raft configuration");
         let state = GroupState::unknown();
+        let challenge_key = ChallengeKey([rng.gen(), rng.gen()]);
         let mut node = GroupNode {
             config,
             raw,
@@ -426,11 +506,14 @@ impl GroupNode {
             departed: VecDeque::new(),
             seeds: Vec::new(),
             last_join_tick: None,
+            challenge_key,
+            join_proof: None,
             next_submit_id: 1,
             pending: BTreeMap::new(),
             batch: Vec::new(),
             conf_queue: VecDeque::new(),
             last_heard: BTreeMap::new(),
+            unheard: BTreeSet::new(),
             stops_lifted: BTreeSet::new(),
             was_leader: false,
             leader_contact_tick: 0,
@@ -496,43 +579,32 @@ impl GroupNode {
         }
         self.advance_clock(now);
         let (from, message) = wire::decode(bytes)?;
+        if from == 0 || from == self.me.raft_id {
+            return Err(ReceiveError::ForgedSender { from });
+        }
         match message {
             WireMessage::Raft(raft_message) => self.receive_raft(from, raft_message),
             WireMessage::Forward(submissions) => self.receive_forward(from, submissions),
-            WireMessage::Join(info) => {
-                self.receive_join(info);
-                Ok(())
-            }
-            WireMessage::Welcome(members) => {
+            WireMessage::Join(info) => self.receive_join(from, info, None),
+            WireMessage::ProvedJoin(info, proof) => self.receive_join(from, info, Some(proof)),
+            WireMessage::Challenge(proof) => {
+                // Anyone can send one; a wrong one only costs this joiner another round.
                 if !self.member {
-                    for info in members {
-                        self.known_addresses.insert(info.raft_id, info.address);
-                    }
+                    self.join_proof = Some(proof);
+                    self.last_join_tick = None;
                 }
                 Ok(())
             }
+            WireMessage::Welcome(members) => self.receive_welcome(from, members),
             WireMessage::Leave => {
                 self.require_member(from)?;
+                // Queued once however often it is asked: the queue holds no duplicates.
                 if self.is_leader() {
-                    self.conf_queue.push_back(ConfOp::Remove(from));
+                    self.queue_removal(from);
                 }
                 Ok(())
             }
-            WireMessage::Control(control) => {
-                self.require_member(from)?;
-                let concerns_sender = match control {
-                    Control::FlowStop(id)
-                    | Control::FlowResume(id)
-                    | Control::State(id, _)
-                    | Control::Committed(id, _)
-                    | Control::Cached(id, _) => id == from,
-                    Control::StateRequest(ref request) => request.joiner == from,
-                };
-                if concerns_sender && self.is_leader() {
-                    self.propose_entry(&LogEntry::Control(control));
-                }
-                Ok(())
-            }
+            WireMessage::Control(control) => self.receive_control(from, control),
             WireMessage::Removed(raft_id) => {
                 let sender_is_member = self.state.members.contains_key(&from);
                 if raft_id == self.me.raft_id && self.member && sender_is_member && !self.primary {
@@ -544,6 +616,26 @@ impl GroupNode {
                 Ok(())
             }
         }
+    }
+
+    /// A member's control message, for the leader to order: only about the member itself.
+    fn receive_control(&mut self, from: u64, control: Control) -> Result<(), ReceiveError> {
+        self.require_member(from)?;
+        let concerns_sender = match control {
+            Control::FlowStop(id)
+            | Control::FlowResume(id)
+            | Control::State(id, _)
+            | Control::Committed(id, _)
+            | Control::Cached(id, _) => id == from,
+            Control::StateRequest(ref request) => request.joiner == from,
+        };
+        if !concerns_sender {
+            return Err(ReceiveError::ForeignControl { from });
+        }
+        if self.is_leader() {
+            self.propose_entry(&LogEntry::Control(control));
+        }
+        Ok(())
     }
 
     /// Queues a write-set for ordering; returns its submission number.
@@ -664,17 +756,19 @@ impl GroupNode {
         }
     }
 
-    /// Takes new values of the options that may change while running (timeouts and flow
-    /// control); the others keep their values. The caller validated `config`.
+    /// Takes new values of the options that may change while running (timeouts, flow control
+    /// and `repl.max_ws_size`); the others keep their values. The caller validated `config`.
     pub fn reconfigure(&mut self, config: &GroupConfig) {
         self.config.suspect_timeout = config.suspect_timeout;
         self.config.inactive_timeout = config.inactive_timeout;
         self.config.fc_limit = config.fc_limit;
         self.config.fc_factor = config.fc_factor;
+        self.config.max_ws_size = config.max_ws_size;
         tracing::info!(
             suspect = ?config.suspect_timeout,
             fc_limit = config.fc_limit,
             fc_factor = config.fc_factor,
+            max_ws_size = config.max_ws_size,
             "group options changed"
         );
     }
@@ -721,6 +815,7 @@ impl GroupNode {
             cluster: self.state.cluster,
             primary: self.primary,
             leader: self.is_leader(),
+            term: self.raw.raft.term,
             members: if self.member {
                 self.state.members.len()
             } else {
@@ -775,7 +870,14 @@ impl GroupNode {
             }
             return Err(ReceiveError::NotInView { from });
         }
-        self.last_heard.insert(from, self.tick);
+        check::check_message(&message, &self.raw.raft, self.member)
+            .map_err(|refusal| ReceiveError::RaftRefused { from, refusal })?;
+        // Only members are timed: a joiner takes Raft traffic from anyone, and must not keep
+        // a record per sender.
+        if in_conf || self.state.members.contains_key(&from) {
+            self.last_heard.insert(from, self.tick);
+        }
+        self.unheard.remove(&from);
         self.stops_lifted.remove(&from);
         let term = message.term;
         let result = self.raw.step(message);
@@ -799,70 +901,222 @@ impl GroupNode {
         if submissions.iter().any(|s| s.origin != origin) {
             return Err(ReceiveError::ForeignSubmission { from });
         }
-        if self.is_leader() {
-            self.batch.extend(submissions);
+        let mut refused = None;
+        for submission in submissions {
+            match self.check_submission(&submission) {
+                // A follower drops it: the origin resends to whoever leads once it notices.
+                Ok(()) if self.is_leader() => self.batch.push(submission),
+                Ok(()) => {}
+                Err(reason) => {
+                    tracing::warn!(
+                        from,
+                        submit_id = submission.submit_id,
+                        reason,
+                        "submission refused"
+                    );
+                    refused.get_or_insert(ReceiveError::BadSubmission {
+                        from,
+                        submit_id: submission.submit_id,
+                        reason,
+                    });
+                }
+            }
         }
-        // A follower drops it: the origin resends to whoever leads once it notices.
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// Refuses a write-set over `repl.max_ws_size` (whole, or by its chunk count) and a
+    /// chunk the origin could not have cut, before it is ordered and held for reassembly.
+    fn check_submission(&self, submission: &Submission) -> Result<(), &'static str> {
+        let (index, count) = submission.chunk;
+        let limit = self.config.max_ws_size;
+        if count <= 1 {
+            return match submission.payload.len() as u64 <= limit {
+                true => Ok(()),
+                false => Err("larger than repl.max_ws_size"),
+            };
+        }
+        let chunks_max = limit.div_ceil(CHUNK_BYTES as u64);
+        if u64::from(count) > chunks_max {
+            return Err("more chunks than repl.max_ws_size allows");
+        }
+        if index >= count || submission.payload.len() > CHUNK_BYTES {
+            return Err("a chunk its origin could not have cut");
+        }
         Ok(())
     }
 
-    fn receive_join(&mut self, info: MemberInfo) {
+    fn receive_join(
+        &mut self,
+        from: u64,
+        info: MemberInfo,
+        proof: Option<u64>,
+    ) -> Result<(), ReceiveError> {
         if !self.member {
-            return;
+            return Ok(());
         }
-        let already_member = self.state.members.contains_key(&info.raft_id);
-        if self.is_leader() || already_member {
+        let raft_id = info.raft_id;
+        let refused = move |reason| ReceiveError::JoinRefused { raft_id, reason };
+        check_identity(&info).map_err(refused)?;
+        // A joiner asks for itself; a member relays a joiner's request to the leader.
+        if info.raft_id != from && !self.state.members.contains_key(&from) {
+            return Err(refused("a non-member asks for another identity"));
+        }
+        if let Some(record) = self.state.members.get(&info.raft_id) {
+            if record.info != info {
+                return Err(refused("a member's id with other details"));
+            }
             // A joiner that is already a member asks again only when it has not heard back:
             // our welcome (the members' addresses) got lost, and without it the joiner can
-            // answer no Raft message. Any member can repeat it.
-            self.known_addresses
-                .insert(info.raft_id, info.address.clone());
-            let welcome: Vec<MemberInfo> = self
-                .state
-                .members
-                .values()
-                .map(|m| m.info.clone())
-                .collect();
-            self.send(
-                Some(info.raft_id),
-                info.address.clone(),
-                &WireMessage::Welcome(welcome),
+            // answer no Raft message. Any member repeats it, to the address on record.
+            let address = record.info.address.clone();
+            self.send_welcome(info.raft_id, address);
+            return Ok(());
+        }
+        if !self.is_leader() {
+            self.send_to_leader(&join_request(info, proof));
+            return Ok(());
+        }
+        self.admit(info, proof).map_err(refused)
+    }
+
+    /// Leader only: queues the addition of a joiner, and the removal of a dead member it
+    /// replaces; the reason when the join is refused (for now, or for good). The last step
+    /// is the proof of address (see `admission`): a join without the right one is answered
+    /// with the challenge, sent to the address it names.
+    fn admit(&mut self, info: MemberInfo, proof: Option<u64>) -> Result<(), &'static str> {
+        if self
+            .state
+            .members
+            .values()
+            .any(|m| m.info.uuid == info.uuid)
+        {
+            return Err("the UUID of a member");
+        }
+        let queued = self.conf_queue.iter().filter_map(|op| match op {
+            ConfOp::Add(queued) => Some(queued.raft_id),
+            ConfOp::Remove(_) => None,
+        });
+        let queued: Vec<u64> = queued.collect();
+        if queued.contains(&info.raft_id) {
+            self.send_welcome(info.raft_id, info.address.clone());
+            return Ok(());
+        }
+        let raft = &self.raw.raft;
+        if queued.len() >= JOINS_QUEUED_MAX || raft.pending_conf_index > raft.raft_log.applied {
+            return Err("another membership change is in progress");
+        }
+        let replaced = self.replaced_by(&info)?;
+        let unheard = self
+            .unheard
+            .iter()
+            .any(|id| *id != self.me.raft_id && !replaced.contains(id));
+        if unheard {
+            return Err("a member admitted earlier has not been heard from yet");
+        }
+        let challenge = self.challenge_key.challenge(&info);
+        if proof != Some(challenge) {
+            self.send_welcome(info.raft_id, info.address.clone());
+            let message = WireMessage::Challenge(challenge);
+            self.send(Some(info.raft_id), info.address.clone(), &message);
+            return Err("the joiner has not proven its address yet");
+        }
+        for old in replaced {
+            if self.queue_removal(old) {
+                tracing::info!(
+                    member = old,
+                    address = %info.address,
+                    "a new process joins from this silent member's address: removing the old one"
+                );
+            }
+        }
+        self.remember_address(info.raft_id, info.address.clone());
+        self.send_welcome(info.raft_id, info.address.clone());
+        self.conf_queue.push_back(ConfOp::Add(info));
+        Ok(())
+    }
+
+    /// The members a joiner replaces: those listening at its address. A new process at a
+    /// member's address means that member's process is gone (a restart, a crash loop), and
+    /// keeping it would grow the configuration by a dead member at every quick restart until
+    /// the living ones no longer make a quorum. But only a member the leader has not heard
+    /// from for [`REPLACE_SILENCE_ELECTIONS`] is gone: a join from a live member's address is
+    /// refused, or anyone could evict a member by naming its address.
+    fn replaced_by(&self, info: &MemberInfo) -> Result<Vec<u64>, &'static str> {
+        let earlier: Vec<u64> = self
+            .state
+            .members
+            .values()
+            .filter(|m| m.info.address == info.address && m.info.raft_id != info.raft_id)
+            .map(|m| m.info.raft_id)
+            .collect();
+        let live = earlier
+            .iter()
+            .copied()
+            .filter(|id| *id == self.me.raft_id || !self.silent_for(*id, REPLACE_SILENCE_ELECTIONS))
+            .collect::<Vec<_>>();
+        if let Some(member) = live.first() {
+            tracing::warn!(
+                member,
+                joiner = info.raft_id,
+                address = %info.address,
+                "join from the address of a live member refused"
             );
+            return Err("a live member listens at this address");
         }
-        if already_member {
-            return;
+        Ok(earlier)
+    }
+
+    /// Leader only: true if member `id` has not been heard from for `elections` election
+    /// timeouts (a member without a record was just added: its clock starts now).
+    fn silent_for(&self, id: u64, elections: u64) -> bool {
+        let silence = elections * self.config.election_ticks as u64;
+        self.last_heard
+            .get(&id)
+            .is_some_and(|heard| self.tick.saturating_sub(*heard) > silence)
+    }
+
+    fn send_welcome(&mut self, raft_id: u64, address: String) {
+        let welcome: Vec<MemberInfo> = self
+            .state
+            .members
+            .values()
+            .map(|m| m.info.clone())
+            .collect();
+        self.send(Some(raft_id), address, &WireMessage::Welcome(welcome));
+    }
+
+    /// A joining node learns where the members listen. Anyone can send a welcome (the
+    /// sender is not authenticated), so what it may add is bounded: a plausible list that
+    /// names its sender, kept among at most [`KNOWN_ADDRESSES_MAX`] addresses; a later
+    /// welcome overwrites, so the leader's next answer repairs a forged one.
+    fn receive_welcome(&mut self, from: u64, members: Vec<MemberInfo>) -> Result<(), ReceiveError> {
+        if self.member {
+            return Ok(());
         }
-        if self.is_leader() {
-            // A process now listening at a member's address proves that member's process is
-            // gone (a restart, a crash loop): remove it before adding the new one, or every
-            // quick restart would grow the configuration by a dead member until the living
-            // ones no longer make a quorum.
-            let earlier: Vec<u64> = self
-                .state
-                .members
-                .values()
-                .filter(|m| m.info.address == info.address && m.info.raft_id != info.raft_id)
-                .map(|m| m.info.raft_id)
-                .collect();
-            for old in earlier {
-                if self.queue_removal(old) {
-                    tracing::info!(
-                        member = old,
-                        address = %info.address,
-                        "a new process joins from this member's address: removing the old one"
-                    );
-                }
-            }
-            let queued = self
-                .conf_queue
-                .iter()
-                .any(|op| matches!(op, ConfOp::Add(queued) if queued.raft_id == info.raft_id));
-            if !queued {
-                self.conf_queue.push_back(ConfOp::Add(info));
-            }
-        } else {
-            self.send_to_leader(&WireMessage::Join(info));
+        let refused = |reason| Err(ReceiveError::BadWelcome { from, reason });
+        if members.is_empty() || members.len() > WELCOME_MEMBERS_MAX {
+            return refused("no members, or more than a welcome may list");
         }
+        if !members.iter().any(|m| m.raft_id == from) {
+            return refused("its sender is not listed");
+        }
+        if let Some(reason) = members.iter().find_map(|m| check_identity(m).err()) {
+            return refused(reason);
+        }
+        for info in members {
+            self.remember_address(info.raft_id, info.address);
+        }
+        Ok(())
+    }
+
+    /// Records where a non-member listens, forgetting another entry when the map is full.
+    fn remember_address(&mut self, raft_id: u64, address: String) {
+        let full = self.known_addresses.len() >= KNOWN_ADDRESSES_MAX;
+        if full && !self.known_addresses.contains_key(&raft_id) {
+            self.known_addresses.pop_first();
+        }
+        self.known_addresses.insert(raft_id, address);
     }
 
     fn address_of(&self, raft_id: u64) -> Option<String> {
@@ -1009,12 +1263,25 @@ impl GroupNode {
     }
 
     fn install_snapshot(&mut self, snapshot: Snapshot) {
-        let state = GroupState::decode(snapshot.get_data())
-            .expect("a group-state snapshot that passed the wire checksum decodes");
+        // raft-rs has taken the snapshot: the log must follow it whatever its content.
         self.raw.mut_store().install_snapshot(snapshot.clone());
         self.last_snapshot_index = snapshot.get_metadata().index;
+        let state = match GroupState::decode(snapshot.get_data()) {
+            Ok(state) if !self.member || state.last_seqno >= self.last_delivered => state,
+            // Checked on receipt (`check_snapshot`), so only a bug gets here; a member cannot
+            // go on with a state it cannot read, nor with one behind what it delivered.
+            other => {
+                tracing::error!(
+                    error = ?other.err(),
+                    "a Raft snapshot that cannot be installed: rejoining as a new member"
+                );
+                self.rejoin_due = true;
+                return;
+            }
+        };
         let was_member = self.member;
         self.state = state;
+        self.unheard.clear();
         let in_view = self.state.members.contains_key(&self.me.raft_id);
         if was_member && in_view && self.state.last_seqno > self.last_delivered {
             self.deliveries.push_back(Delivery::StateGap {
@@ -1038,17 +1305,21 @@ impl GroupNode {
         for entry in entries {
             match entry.get_entry_type() {
                 EntryType::EntryNormal if entry.data.is_empty() => {}
-                EntryType::EntryNormal => {
-                    let log_entry = LogEntry::decode(&entry.data)
-                        .expect("the leader only proposes entries it encoded");
-                    self.apply_log_entry(log_entry);
-                }
+                // Entries are checked on receipt (`check`), so only a bug gets past here; every
+                // member skips the same entry, so the members stay identical.
+                EntryType::EntryNormal => match LogEntry::decode(&entry.data) {
+                    Ok(log_entry) => self.apply_log_entry(log_entry),
+                    Err(error) => {
+                        tracing::error!(index = entry.index, %error, "entry skipped");
+                    }
+                },
                 EntryType::EntryConfChangeV2 => {
-                    self.apply_conf_change(&entry);
-                    self.take_snapshot(entry.index, entry.term);
+                    if self.apply_conf_change(&entry) {
+                        self.take_snapshot(entry.index, entry.term);
+                    }
                 }
                 EntryType::EntryConfChange => {
-                    panic!("a version 1 conf change at Raft index {}", entry.index)
+                    tracing::error!(index = entry.index, "version 1 conf change skipped");
                 }
             }
         }
@@ -1090,13 +1361,15 @@ impl GroupNode {
                 {
                     self.state_request = None;
                 }
-                if !self.state.record_state_request(&request) {
-                    return;
-                }
+                // A request ordered after its joiner left is not recorded: the record of a
+                // departed member would never be cleared.
                 let Some(joiner) = self.state.members.get(&request.joiner) else {
                     return;
                 };
                 let joiner = joiner.info.uuid;
+                if !self.state.record_state_request(&request) {
+                    return;
+                }
                 let donor = self.state.assign_donor(&request);
                 if self.member {
                     let donor_is_me = donor == Ok(self.me.raft_id);
@@ -1129,42 +1402,33 @@ impl GroupNode {
         }
     }
 
-    fn apply_conf_change(&mut self, entry: &Entry) {
-        let mut change = ConfChangeV2::default();
-        change
-            .merge_from_bytes(&entry.data)
-            .expect("the leader only proposes valid changes");
-        let conf_state = self
-            .raw
-            .apply_conf_change(&change)
-            .expect("valid membership change");
-        self.raw.mut_store().set_conf_state(conf_state);
-        let mut removed_me = false;
-        let mut added_me = false;
-        for single in change.get_changes() {
-            match single.get_change_type() {
-                ConfChangeType::AddNode => {
-                    let info: MemberInfo = wire::bincode_decode(&entry.context)
-                        .expect("an added member carries its identity");
-                    assert_eq!(info.raft_id, single.node_id, "identity of another node");
-                    added_me |= info.raft_id == self.me.raft_id;
-                    self.known_addresses.remove(&info.raft_id);
-                    self.state.add_member(info);
-                }
-                ConfChangeType::RemoveNode => {
-                    removed_me |= single.node_id == self.me.raft_id;
-                    if let Some(record) = self.state.members.get(&single.node_id) {
-                        self.departed.push_back(record.info.clone());
-                        if self.departed.len() > DEPARTED_REMEMBERED {
-                            self.departed.pop_front();
-                        }
-                    }
-                    self.state.remove_member(single.node_id);
-                    self.last_heard.remove(&single.node_id);
-                }
-                ConfChangeType::AddLearnerNode => panic!("learners are not used"),
+    /// Applies an ordered membership change; false if it was skipped. A change Trireme
+    /// would not propose (checked on receipt, so only a bug gets here) or one raft-rs
+    /// refuses (removing the last voter) is skipped alike on every member.
+    fn apply_conf_change(&mut self, entry: &Entry) -> bool {
+        let applied = check::decode_conf_change(entry).and_then(|(change, member_change)| {
+            let conf_state = self
+                .raw
+                .apply_conf_change(&change)
+                .map_err(|e| e.to_string())?;
+            Ok((conf_state, member_change))
+        });
+        let (conf_state, member_change) = match applied {
+            Ok(applied) => applied,
+            Err(reason) => {
+                tracing::error!(index = entry.index, reason, "membership change skipped");
+                return false;
             }
-        }
+        };
+        self.raw.mut_store().set_conf_state(conf_state);
+        let (added_me, removed_me) = match member_change {
+            MemberChange::Add(info) => {
+                let added_me = info.raft_id == self.me.raft_id;
+                self.add_member(info);
+                (added_me, false)
+            }
+            MemberChange::Remove(id) => (false, self.remove_member(id)),
+        };
         let seqno = self.state.next_seqno();
         self.state.view_id += 1;
         self.update_pause_clock();
@@ -1181,6 +1445,30 @@ impl GroupNode {
         if removed_me {
             self.lose_membership();
         }
+        true
+    }
+
+    /// Adds a member to the group state.
+    fn add_member(&mut self, info: MemberInfo) {
+        self.known_addresses.remove(&info.raft_id);
+        if info.raft_id != self.me.raft_id && self.member {
+            self.unheard.insert(info.raft_id);
+        }
+        self.state.add_member(info);
+    }
+
+    /// Removes a member from the group state; true if it is this node.
+    fn remove_member(&mut self, raft_id: u64) -> bool {
+        if let Some(record) = self.state.members.get(&raft_id) {
+            self.departed.push_back(record.info.clone());
+            if self.departed.len() > DEPARTED_REMEMBERED {
+                self.departed.pop_front();
+            }
+        }
+        self.state.remove_member(raft_id);
+        self.last_heard.remove(&raft_id);
+        self.unheard.remove(&raft_id);
+        raft_id == self.me.raft_id
     }
 
     fn watch_for_own_removal(&mut self, entries: &[Entry]) {
@@ -1233,12 +1521,15 @@ impl GroupNode {
 
     fn view(&self, primary: bool, ordered: bool, seqno: Seqno) -> View {
         // Outside the primary component a member sees only who it still hears from, as in
-        // Galera: a node cut off alone reports a cluster of one.
+        // Galera: a node cut off alone reports a cluster of one. An ordered view lists the
+        // whole membership: it takes the same seqno on every member, and must be the same
+        // action there, even on a member that applies it just before it notices that it is
+        // back in contact.
         let members: Vec<ViewMember> = self
             .state
             .members
             .values()
-            .filter(|m| primary || self.still_heard(m.info.raft_id))
+            .filter(|m| primary || ordered || self.still_heard(m.info.raft_id))
             .map(|m| ViewMember {
                 uuid: m.info.uuid,
                 name: m.info.name.clone(),
@@ -1427,14 +1718,17 @@ impl GroupNode {
     }
 
     fn request_join(&mut self) {
-        if self.member || self.closed {
+        // An evicted member starts over with a new identity at the end of this poll: a join
+        // in the old one's name would bring a member back that nobody will answer for.
+        if self.member || self.closed || self.rejoin_due {
             return;
         }
         if !is_due(self.last_join_tick, self.tick, self.config.join_retry_ticks) {
             return;
         }
         self.last_join_tick = Some(self.tick);
-        let bytes = wire::encode(self.me.raft_id, &WireMessage::Join(self.me.clone()));
+        let request = join_request(self.me.clone(), self.join_proof);
+        let bytes = wire::encode(self.me.raft_id, &request);
         for seed in &self.seeds {
             if *seed != self.me.address {
                 self.outbox.push(Outgoing {
@@ -1621,19 +1915,13 @@ impl GroupNode {
     /// leader lifts its flow-control stop. A member that still wants the stop says so again
     /// when it is heard (it repeats a wish the group state does not show).
     fn lift_silent_flow_stops(&mut self) {
-        let silence = FLOW_STOP_SILENCE_ELECTIONS * self.config.election_ticks as u64;
-        let tick = self.tick;
         let silent: Vec<u64> = self
             .state
             .paused_by
             .iter()
             .copied()
             .filter(|id| *id != self.me.raft_id && !self.stops_lifted.contains(id))
-            .filter(|id| {
-                self.last_heard
-                    .get(id)
-                    .is_some_and(|heard| tick.saturating_sub(*heard) > silence)
-            })
+            .filter(|id| self.silent_for(*id, FLOW_STOP_SILENCE_ELECTIONS))
             .collect();
         for id in silent {
             if self.propose_entry(&LogEntry::Control(Control::FlowResume(id))) {
@@ -1848,6 +2136,26 @@ fn is_due(last: Option<u64>, tick: u64, every_ticks: u64) -> bool {
     last.is_none_or(|t| tick >= t + every_ticks)
 }
 
+/// A join request, with the proof of address when there is one.
+fn join_request(info: MemberInfo, proof: Option<u64>) -> WireMessage {
+    match proof {
+        Some(proof) => WireMessage::ProvedJoin(info, proof),
+        None => WireMessage::Join(info),
+    }
+}
+
+/// Refuses an identity no genuine node presents: Raft id 0, the nil UUID, or a name or
+/// address too long to be one.
+fn check_identity(info: &MemberInfo) -> Result<(), &'static str> {
+    let long = [&info.name, &info.address, &info.incoming]
+        .iter()
+        .any(|field| field.len() > MEMBER_FIELD_BYTES_MAX);
+    if info.raft_id == 0 || info.uuid == Uuid::NIL || long {
+        return Err("an identity no node presents");
+    }
+    Ok(())
+}
+
 /// A new membership's identity: fresh Raft id and UUID, the same contact details.
 fn new_identity(rng: &mut SeededRng, contact: &Contact) -> MemberInfo {
     MemberInfo {
@@ -1885,7 +2193,8 @@ fn discard_logger() -> slog::Logger {
 
 #[cfg(test)]
 mod tests {
-    use super::LastSent;
+    use super::*;
+    use base::seeded_rng;
 
     #[test]
     fn a_changed_control_goes_at_once_and_a_repeat_waits() {
@@ -1903,5 +2212,156 @@ mod tests {
             flow.due(false, 62, 50),
             "a lost resume is repeated after the timer"
         );
+    }
+
+    fn founder() -> GroupNode {
+        let contact = Contact::new("founder", "founder:4567");
+        GroupNode::bootstrap(GroupConfig::default(), &contact, seeded_rng(5), Nanos(0))
+    }
+
+    fn joiner(raft_id: u64) -> MemberInfo {
+        MemberInfo {
+            raft_id,
+            uuid: Uuid([(raft_id % 250) as u8 + 1; 16]),
+            name: format!("joiner{raft_id}"),
+            address: format!("joiner{raft_id}:4567"),
+            incoming: String::new(),
+        }
+    }
+
+    fn conf_entry(
+        index: u64,
+        change_type: ConfChangeType,
+        node_id: u64,
+        context: Vec<u8>,
+    ) -> Entry {
+        let mut single = ConfChangeSingle::default();
+        single.set_change_type(change_type);
+        single.node_id = node_id;
+        let mut change = ConfChangeV2::default();
+        change.mut_changes().push(single);
+        let mut entry = Entry::default();
+        entry.set_entry_type(EntryType::EntryConfChangeV2);
+        entry.index = index;
+        entry.term = 1;
+        entry.data = change.write_to_bytes().unwrap().into();
+        entry.context = context.into();
+        entry
+    }
+
+    #[test]
+    fn ordered_entries_the_group_cannot_apply_are_skipped_without_a_panic() {
+        let mut node = founder();
+        let me = node.me.raft_id;
+        let before = node.state.clone();
+        let mut garbage = Entry::default();
+        garbage.index = 2;
+        garbage.data = vec![0xff; 12].into();
+        let mut version_1 = Entry::default();
+        version_1.set_entry_type(EntryType::EntryConfChange);
+        version_1.index = 3;
+        let mut unnamed = conf_entry(5, ConfChangeType::AddNode, 9, Vec::new());
+        unnamed.context = b"not an identity".to_vec().into();
+        let other = wire::bincode_encode(&joiner(10));
+        node.apply_entries(vec![
+            garbage,
+            version_1,
+            conf_entry(4, ConfChangeType::AddLearnerNode, 9, Vec::new()),
+            unnamed,
+            conf_entry(6, ConfChangeType::AddNode, 11, other),
+            // raft-rs refuses to remove the last voter.
+            conf_entry(7, ConfChangeType::RemoveNode, me, Vec::new()),
+        ]);
+        assert_eq!(node.state, before, "nothing was applied");
+        assert_eq!(node.raw.raft.prs().conf().voters().ids().len(), 1);
+        assert!(node.member && !node.closed);
+    }
+
+    #[test]
+    fn joins_and_welcomes_from_the_network_grow_no_map_past_its_cap() {
+        let mut leader = founder();
+        leader.poll(Nanos(1));
+        assert!(leader.is_leader());
+        for raft_id in 100..400 {
+            let bytes = wire::encode(raft_id, &WireMessage::Join(joiner(raft_id)));
+            let result = leader.receive(Nanos(2), &bytes);
+            if raft_id > 100 {
+                assert!(
+                    matches!(result, Err(ReceiveError::JoinRefused { .. })),
+                    "{result:?}"
+                );
+            }
+        }
+        // Joiners that prove their address get in one at a time.
+        for raft_id in [500, 501] {
+            let info = joiner(raft_id);
+            let proof = leader.challenge_key.challenge(&info);
+            let bytes = wire::encode(raft_id, &WireMessage::ProvedJoin(info, proof));
+            let result = leader.receive(Nanos(3), &bytes);
+            assert_eq!(result.is_ok(), raft_id == 500, "{result:?}");
+        }
+        let adds = leader
+            .conf_queue
+            .iter()
+            .filter(|op| matches!(op, ConfOp::Add(_)))
+            .count();
+        assert_eq!(adds, JOINS_QUEUED_MAX);
+        assert!(leader.known_addresses.len() <= KNOWN_ADDRESSES_MAX);
+
+        let contact = Contact::new("new", "new:4567");
+        let mut newcomer = GroupNode::join(
+            GroupConfig::default(),
+            &contact,
+            vec![],
+            seeded_rng(6),
+            Nanos(0),
+        );
+        for sender in 1..1_000u64 {
+            let members = vec![joiner(sender), joiner(sender + 5_000)];
+            let bytes = wire::encode(sender, &WireMessage::Welcome(members));
+            assert_eq!(newcomer.receive(Nanos(1), &bytes), Ok(()));
+        }
+        assert_eq!(newcomer.known_addresses.len(), KNOWN_ADDRESSES_MAX);
+        let unlisted = wire::encode(7, &WireMessage::Welcome(vec![joiner(8)]));
+        assert!(matches!(
+            newcomer.receive(Nanos(1), &unlisted),
+            Err(ReceiveError::BadWelcome { from: 7, .. })
+        ));
+        let crowd: Vec<MemberInfo> = (1..=WELCOME_MEMBERS_MAX as u64 + 1).map(joiner).collect();
+        let crowded = wire::encode(1, &WireMessage::Welcome(crowd));
+        assert!(matches!(
+            newcomer.receive(Nanos(1), &crowded),
+            Err(ReceiveError::BadWelcome { from: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_joiner_keeps_no_record_per_stranger_that_sends_it_raft_messages() {
+        let contact = Contact::new("new", "new:4567");
+        let mut newcomer = GroupNode::join(
+            GroupConfig::default(),
+            &contact,
+            vec![],
+            seeded_rng(6),
+            Nanos(0),
+        );
+        let me = newcomer.me.raft_id;
+        for from in 1..500u64 {
+            let mut message = Message::default();
+            message.set_msg_type(MessageType::MsgHeartbeat);
+            message.from = from;
+            message.to = me;
+            message.term = 1;
+            let bytes = wire::encode(from, &WireMessage::Raft(message));
+            assert_eq!(newcomer.receive(Nanos(1), &bytes), Ok(()));
+            newcomer.poll(Nanos(1));
+        }
+        assert!(newcomer.last_heard.is_empty());
+        // The group's term is news to a node that is not a member yet, however high.
+        let mut message = Message::default();
+        message.set_msg_type(MessageType::MsgHeartbeat);
+        (message.from, message.to, message.term) = (1, me, check::TERM_MAX);
+        let bytes = wire::encode(1, &WireMessage::Raft(message));
+        assert_eq!(newcomer.receive(Nanos(1), &bytes), Ok(()));
     }
 }

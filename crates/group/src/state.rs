@@ -90,16 +90,28 @@ impl Submission {
         }
     }
 
-    /// The submit id the whole write-set is known by: that of its last chunk.
-    pub fn write_set_id(&self) -> u64 {
+    /// The submit id the whole write-set is known by: that of its last chunk (`None` past
+    /// `u64::MAX`: a malformed chunk).
+    pub fn write_set_id(&self) -> Option<u64> {
         let (index, count) = self.chunk;
-        self.submit_id + u64::from(count.saturating_sub(1).saturating_sub(index))
+        self.submit_id
+            .checked_add(u64::from(count.saturating_sub(1).saturating_sub(index)))
     }
 }
 
 /// The most chunks one write-set may be cut into (at the 256 KiB chunk size, 64 GiB):
 /// a bound on what a peer can make every member hold.
 pub const MAX_CHUNKS: u32 = 1 << 18;
+
+/// The most write-sets of one origin whose chunks may be in reassembly at once. An origin
+/// sends its chunks in order, so it has one or two in progress; a chunk that would start one
+/// more is not ordered (nor marked ordered) and its origin sends it again later. Bounds what
+/// one member can make every member hold at this many times `repl.max_ws_size`.
+pub const MAX_REASSEMBLIES_PER_ORIGIN: usize = 8;
+
+/// The highest seqno a group state may hold: seqnos are counted up one at a time, and a
+/// state from the network claiming more would overflow them.
+pub const SEQNO_MAX: i64 = i64::MAX / 2;
 
 /// A write-set whose chunks are being ordered: its chunks so far, by index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,10 +188,9 @@ impl GroupState {
     pub fn assign_donor(&mut self, request: &StateRequest) -> Result<u64, NoDonor> {
         let donor = self.select_donor(request)?;
         let gap_cached = request.ist_from.is_defined()
-            && self
-                .cached_from
-                .get(&donor)
-                .is_some_and(|from| from.is_defined() && from.0 <= request.ist_from.0 + 1);
+            && self.cached_from.get(&donor).is_some_and(|from| {
+                from.is_defined() && from.0 <= request.ist_from.0.saturating_add(1)
+            });
         if !gap_cached {
             self.donating.insert(donor, request.joiner);
         }
@@ -263,7 +274,8 @@ impl GroupState {
             let serves_clients = |id: &u64| {
                 self.members.get(id).is_some_and(|m| {
                     self.last_write.get(&m.info.uuid).is_some_and(|s| {
-                        s.is_defined() && self.last_seqno.0 - s.0 < CLIENT_WRITES_WINDOW
+                        s.is_defined()
+                            && self.last_seqno.0.saturating_sub(s.0) < CLIENT_WRITES_WINDOW
                     })
                 })
             };
@@ -278,9 +290,9 @@ impl GroupState {
         }
         if request.ist_from.is_defined() {
             let holds_gap = |id: &u64| {
-                self.cached_from
-                    .get(id)
-                    .is_some_and(|from| from.is_defined() && from.0 <= request.ist_from.0 + 1)
+                self.cached_from.get(id).is_some_and(|from| {
+                    from.is_defined() && from.0 <= request.ist_from.0.saturating_add(1)
+                })
             };
             if let Some(id) = candidates.iter().find(|id| synced(id) && holds_gap(id)) {
                 return Ok(*id);
@@ -337,13 +349,17 @@ pub struct DedupWindow {
 }
 
 impl DedupWindow {
-    /// Records `id`; false if it was ordered before.
+    /// Records `id`; false if it was ordered before (or is `u64::MAX`, which no origin uses).
     pub fn insert(&mut self, id: u64) -> bool {
-        if id <= self.contiguous || !self.above.insert(id) {
+        // The last id is never taken, so the record never reaches the end of the range.
+        if id == u64::MAX || id <= self.contiguous || !self.above.insert(id) {
             return false;
         }
-        while self.above.remove(&(self.contiguous + 1)) {
-            self.contiguous += 1;
+        while let Some(next) = self.contiguous.checked_add(1) {
+            if !self.above.remove(&next) {
+                break;
+            }
+            self.contiguous = next;
         }
         true
     }
@@ -458,6 +474,64 @@ impl GroupState {
         bincode_decode(bytes)
     }
 
+    /// Checks a state decoded from the network for what no genuine one holds and what
+    /// would break its arithmetic later: seqnos outside `[UNDEFINED, SEQNO_MAX]` or past the
+    /// last one handed out, members filed under another id or sharing a UUID, delivery
+    /// records at the end of the id range, reassemblies over the limits.
+    pub fn check(&self) -> Result<(), String> {
+        let seqno_ok = |s: &Seqno| (Seqno::UNDEFINED.0..=self.last_seqno.0).contains(&s.0);
+        if !(Seqno::UNDEFINED.0..=SEQNO_MAX).contains(&self.last_seqno.0)
+            || self.view_id > u64::MAX / 2
+        {
+            return Err(format!(
+                "last seqno {:?}, view id {}",
+                self.last_seqno, self.view_id
+            ));
+        }
+        let seqnos_ok = seqno_ok(&self.safe_seqno)
+            && self.committed.values().all(seqno_ok)
+            && self.last_write.values().all(seqno_ok)
+            && self
+                .cached_from
+                .values()
+                .all(|s| (Seqno::UNDEFINED.0..=SEQNO_MAX).contains(&s.0));
+        if !seqnos_ok {
+            return Err("a seqno past the last one handed out".into());
+        }
+        let uuids: BTreeSet<Uuid> = self.members.values().map(|m| m.info.uuid).collect();
+        let filed_right = self
+            .members
+            .iter()
+            .all(|(id, m)| *id != 0 && *id == m.info.raft_id);
+        if !filed_right || uuids.len() != self.members.len() {
+            return Err("members filed under another id, or sharing a UUID".into());
+        }
+        let at_end = |w: &DedupWindow| w.contiguous == u64::MAX || w.above.contains(&u64::MAX);
+        if self.dedup.values().any(at_end) {
+            return Err("a delivery record at the end of the id range".into());
+        }
+        self.check_partial(&uuids)
+    }
+
+    fn check_partial(&self, member_uuids: &BTreeSet<Uuid>) -> Result<(), String> {
+        for ((origin, _), reassembly) in &self.partial {
+            let count = reassembly.count;
+            let parts_ok = reassembly.parts.len() < count as usize
+                && reassembly.parts.keys().all(|index| *index < count)
+                && reassembly
+                    .parts
+                    .values()
+                    .all(|p| p.len() <= crate::CHUNK_BYTES);
+            if !member_uuids.contains(origin) || !(2..=MAX_CHUNKS).contains(&count) || !parts_ok {
+                return Err(format!("a reassembly of {origin:?} out of bounds"));
+            }
+            if self.reassemblies_of(*origin) > MAX_REASSEMBLIES_PER_ORIGIN {
+                return Err(format!("too many reassemblies of {origin:?}"));
+            }
+        }
+        Ok(())
+    }
+
     /// Hands out the next seqno.
     pub fn next_seqno(&mut self) -> Seqno {
         self.last_seqno = self.last_seqno.next();
@@ -505,7 +579,20 @@ impl GroupState {
         }
         let origin = submission.origin;
         let is_member = self.members.values().any(|m| m.info.uuid == origin);
-        if !is_member || index >= count || count > MAX_CHUNKS {
+        let write_set_id = submission.write_set_id()?;
+        if !is_member
+            || index >= count
+            || count > MAX_CHUNKS
+            || submission.payload.len() > crate::CHUNK_BYTES
+        {
+            return None;
+        }
+        let key = (origin, write_set_id);
+        if !self.partial.contains_key(&key)
+            && self.reassemblies_of(origin) >= MAX_REASSEMBLIES_PER_ORIGIN
+        {
+            // Not marked ordered: the origin sends it again once one of its write-sets is
+            // complete (every member decides alike, from the same ordered state).
             return None;
         }
         if !self
@@ -516,7 +603,6 @@ impl GroupState {
         {
             return None;
         }
-        let key = (origin, submission.write_set_id());
         let reassembly = self.partial.entry(key).or_insert_with(|| Reassembly {
             count,
             parts: BTreeMap::new(),
@@ -544,6 +630,11 @@ impl GroupState {
             submit_id: key.1,
             payload,
         })
+    }
+
+    /// Write-sets of `origin` whose chunks are being reassembled.
+    fn reassemblies_of(&self, origin: Uuid) -> usize {
+        self.partial.range((origin, 0)..=(origin, u64::MAX)).count()
     }
 
     /// Applies a control action. Flow control from a member in DONOR/DESYNCED (or any state
@@ -574,12 +665,17 @@ impl GroupState {
             }
             Control::StateRequest(_) => {}
             Control::Cached(raft_id, seqno) => {
-                if self.members.contains_key(&raft_id) {
+                // The same bounds as [`GroupState::check`]: a value a snapshot could not
+                // carry would keep every later joiner out.
+                let in_range = (Seqno::UNDEFINED.0..=SEQNO_MAX).contains(&seqno.0);
+                if self.members.contains_key(&raft_id) && in_range {
                     self.cached_from.insert(raft_id, seqno);
                 }
             }
             Control::Committed(raft_id, seqno) => {
-                if self.members.contains_key(&raft_id) && seqno <= self.last_seqno {
+                if self.members.contains_key(&raft_id)
+                    && (Seqno::UNDEFINED..=self.last_seqno).contains(&seqno)
+                {
                     let entry = self.committed.entry(raft_id).or_insert(seqno);
                     *entry = (*entry).max(seqno);
                     self.update_safe_seqno();
@@ -708,6 +804,96 @@ mod tests {
         state.remove_member(1);
         assert!(state.partial.is_empty());
         assert_eq!(state.last_seqno, Seqno(3));
+    }
+
+    #[test]
+    fn reassembly_is_bounded_per_origin_and_per_chunk() {
+        let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+        let origin = Uuid([1; 16]);
+        // The first chunk of write-set `n` (two chunks, ids 10n + 10 and 10n + 11).
+        let first = |n: u64| Submission {
+            origin,
+            submit_id: 10 * n + 10,
+            payload: vec![n as u8],
+            chunk: (0, 2),
+        };
+        for n in 0..MAX_REASSEMBLIES_PER_ORIGIN as u64 {
+            assert_eq!(state.accept_submission(first(n)), None);
+        }
+        let over = MAX_REASSEMBLIES_PER_ORIGIN as u64;
+        assert_eq!(state.accept_submission(first(over)), None);
+        assert!(
+            !state.was_ordered(origin, 10 * over + 10),
+            "a refused chunk is not marked ordered: its origin sends it again"
+        );
+        assert_eq!(state.partial.len(), MAX_REASSEMBLIES_PER_ORIGIN);
+        // Another origin is not held back, and a finished write-set makes room.
+        let other = Submission::whole(Uuid([2; 16]), 1, vec![]);
+        state.add_member(info(2));
+        assert!(state.accept_submission(other).is_some());
+        let second = Submission {
+            submit_id: 11,
+            payload: vec![0],
+            chunk: (1, 2),
+            ..first(0)
+        };
+        assert!(state.accept_submission(second).is_some());
+        assert_eq!(state.accept_submission(first(over)), None);
+        assert!(state.was_ordered(origin, 10 * over + 10));
+        // A chunk larger than a chunk is cut, or ids past the end of the range, take nothing.
+        let mut fat = first(100);
+        fat.payload = vec![0; crate::CHUNK_BYTES + 1];
+        let mut last = first(101);
+        last.submit_id = u64::MAX;
+        for bad in [fat, last] {
+            let id = bad.submit_id;
+            assert_eq!(state.accept_submission(bad), None);
+            assert!(!state.was_ordered(origin, id));
+        }
+        assert_eq!(state.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_state_from_the_network_that_would_overflow_later_is_refused() {
+        let good = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+        assert_eq!(good.check(), Ok(()));
+        let mut bad = Vec::new();
+        let mut state = good.clone();
+        state.last_seqno = Seqno(i64::MAX);
+        bad.push(state);
+        let mut state = good.clone();
+        state.committed.insert(1, Seqno(5));
+        bad.push(state);
+        let mut state = good.clone();
+        state.view_id = u64::MAX;
+        bad.push(state);
+        let mut state = good.clone();
+        state.members.insert(2, state.members[&1].clone());
+        bad.push(state);
+        let mut state = good.clone();
+        state.dedup.insert(
+            Uuid([1; 16]),
+            DedupWindow {
+                contiguous: u64::MAX,
+                ..DedupWindow::default()
+            },
+        );
+        bad.push(state);
+        let mut state = good.clone();
+        let parts = BTreeMap::from([(7, serde_bytes::ByteBuf::from(vec![1]))]);
+        state
+            .partial
+            .insert((Uuid([1; 16]), 3), Reassembly { count: 2, parts });
+        bad.push(state);
+        for state in bad {
+            assert!(state.check().is_err(), "{state:?}");
+        }
+        // A member cannot put a value in the state that its snapshot would fail on.
+        let mut state = good;
+        state.apply_control(&Control::Cached(1, Seqno(i64::MAX)));
+        state.apply_control(&Control::Committed(1, Seqno(-7)));
+        assert_eq!(state.check(), Ok(()));
+        assert!(state.cached_from.is_empty() && state.committed.is_empty());
     }
 
     #[test]
@@ -956,5 +1142,194 @@ mod tests {
         let entry = LogEntry::Control(Control::State(3, NodeState::Joined));
         assert_eq!(LogEntry::decode(&entry.encode()), Ok(entry));
         assert!(LogEntry::decode(&[0xff, 0xff, 0xff]).is_err());
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+        use proptest::sample::Index;
+
+        /// Cases per target: a case decodes a few hundred bytes and runs a few dozen
+        /// operations, about ten microseconds, so this takes about a second.
+        const FUZZ_CASES: u32 = 100_000;
+
+        /// A state with something in every field: members in every node state, delivery
+        /// records, a reassembly, reports, requests and a donation.
+        fn rich_state() -> GroupState {
+            let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(40), info(1));
+            for id in 2..=4 {
+                state.add_member(info(id));
+            }
+            state.apply_control(&Control::State(2, NodeState::Synced));
+            state.apply_control(&Control::State(3, NodeState::Joiner));
+            state.apply_control(&Control::FlowStop(2));
+            state.apply_control(&Control::Committed(2, Seqno(30)));
+            state.apply_control(&Control::Cached(2, Seqno(5)));
+            for id in 1..5 {
+                state.accept_submission(Submission::whole(Uuid([1; 16]), id, vec![id as u8]));
+            }
+            state.accept_submission(Submission::whole(Uuid([2; 16]), 7, vec![7]));
+            state.accept_submission(Submission {
+                origin: Uuid([2; 16]),
+                submit_id: 9,
+                payload: vec![1, 2, 3],
+                chunk: (0, 3),
+            });
+            let request = StateRequest {
+                joiner: 3,
+                request_id: 1,
+                donor_names: "n2,".into(),
+                sst_request: b"rsync".to_vec(),
+                ist_from: Seqno(3),
+                ist_address: "n3:4568".into(),
+            };
+            state.record_state_request(&request);
+            let _ = state.assign_donor(&request);
+            state
+        }
+
+        /// Every operation the ordered log can apply, with extreme values; afterwards the
+        /// state must still pass its own check (what a member applies, a joiner accepts).
+        fn exercise(state: &mut GroupState) -> Result<(), TestCaseError> {
+            let ids: Vec<u64> = state.members.keys().copied().collect();
+            let uuids: Vec<Uuid> = state.members.values().map(|m| m.info.uuid).collect();
+            let extremes = [
+                Seqno(i64::MIN),
+                Seqno::UNDEFINED,
+                Seqno(i64::MAX),
+                state.last_seqno,
+            ];
+            for (id, seqno) in ids.iter().flat_map(|id| extremes.map(|s| (*id, s))) {
+                for control in [
+                    Control::Committed(id, seqno),
+                    Control::Cached(id, seqno),
+                    Control::FlowStop(id),
+                    Control::State(id, NodeState::Donor),
+                ] {
+                    state.apply_control(&control);
+                }
+                let request = StateRequest {
+                    joiner: id,
+                    request_id: u64::MAX,
+                    donor_names: ",".into(),
+                    sst_request: vec![],
+                    ist_from: seqno,
+                    ist_address: String::new(),
+                };
+                if state.record_state_request(&request) {
+                    let _ = state.assign_donor(&request);
+                }
+            }
+            for (uuid, id) in uuids
+                .iter()
+                .flat_map(|u| [0, 1, u64::MAX - 1, u64::MAX].map(|i| (*u, i)))
+            {
+                if state.last_seqno.0 + 2 >= SEQNO_MAX {
+                    break;
+                }
+                state.accept_submission(Submission::whole(uuid, id, vec![1]));
+                let chunk = (MAX_CHUNKS - 1, MAX_CHUNKS);
+                state.accept_submission(Submission {
+                    origin: uuid,
+                    submit_id: id,
+                    payload: vec![2],
+                    chunk,
+                });
+            }
+            prop_assert_eq!(state.check(), Ok(()));
+            let decoded = GroupState::decode(&state.encode());
+            prop_assert_eq!(decoded, Ok(state.clone()));
+            for id in ids {
+                state.remove_member(id);
+            }
+            prop_assert_eq!(state.check(), Ok(()));
+            Ok(())
+        }
+
+        fn mutated(mut bytes: Vec<u8>, edits: &[(Index, u8)], cut: Option<Index>) -> Vec<u8> {
+            for (at, value) in edits {
+                let at = at.index(bytes.len());
+                bytes[at] = *value;
+            }
+            if let Some(at) = cut {
+                bytes.truncate(at.index(bytes.len() + 1));
+            }
+            bytes
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(crate::fuzz_cases(FUZZ_CASES)))]
+
+            /// Arbitrary bytes, and a real state with bytes overwritten (length prefixes
+            /// among them) and cut: decoding never panics, and a state that passes its
+            /// check survives every operation and still passes it.
+            #[test]
+            fn fuzz_group_state_decode(
+                arbitrary in proptest::collection::vec(any::<u8>(), 0..300),
+                real in any::<bool>(),
+                edits in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..4),
+                cut in proptest::option::of(any::<Index>()),
+            ) {
+                let bytes = if real {
+                    mutated(rich_state().encode(), &edits, cut)
+                } else {
+                    arbitrary
+                };
+                if let Ok(mut state) = GroupState::decode(&bytes) {
+                    if state.check().is_ok() {
+                        exercise(&mut state)?;
+                    }
+                }
+            }
+
+            /// Arbitrary and mangled log entries: decoding never panics, and applying what
+            /// decodes keeps a good state good.
+            #[test]
+            fn fuzz_log_entry_decode(
+                arbitrary in proptest::collection::vec(any::<u8>(), 0..200),
+                sample in 0..3usize,
+                edits in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..4),
+                cut in proptest::option::of(any::<Index>()),
+            ) {
+                let samples = [
+                    LogEntry::Batch(vec![
+                        Submission::whole(Uuid([1; 16]), 9, vec![1, 2]),
+                        Submission { origin: Uuid([2; 16]), submit_id: 11, payload: vec![3], chunk: (2, 3) },
+                    ]),
+                    LogEntry::Control(Control::Committed(2, Seqno(35))),
+                    LogEntry::Control(Control::StateRequest(StateRequest {
+                        joiner: 4,
+                        request_id: 2,
+                        donor_names: String::new(),
+                        sst_request: vec![1],
+                        ist_from: Seqno(20),
+                        ist_address: String::new(),
+                    })),
+                ];
+                let bytes = if edits.is_empty() && cut.is_none() {
+                    arbitrary
+                } else {
+                    mutated(samples[sample].encode(), &edits, cut)
+                };
+                let Ok(entry) = LogEntry::decode(&bytes) else {
+                    return Ok(());
+                };
+                let mut state = rich_state();
+                match entry {
+                    LogEntry::Batch(submissions) => {
+                        for submission in submissions {
+                            state.accept_submission(submission);
+                        }
+                    }
+                    LogEntry::Control(Control::StateRequest(request)) => {
+                        if state.record_state_request(&request) {
+                            let _ = state.assign_donor(&request);
+                        }
+                    }
+                    LogEntry::Control(control) => state.apply_control(&control),
+                }
+                prop_assert_eq!(state.check(), Ok(()));
+            }
+        }
     }
 }

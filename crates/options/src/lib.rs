@@ -9,7 +9,8 @@
 //!
 //! Layout:
 //! - `provider`: [`ProviderOptions`], which options Trireme implements, which may change at
-//!   runtime, and how values depend on each other.
+//!   runtime, which have no effect in Trireme and why, and how values depend on each other;
+//!   [`options_table_markdown`] renders all of it as `docs/options.md`.
 //! - [`galera`]: the option names Galera knows, as data.
 //! - [`value`]: value forms (booleans, sizes, durations, addresses) and their formatting.
 //! - [`syntax`]: the `key = value; ...` text.
@@ -23,8 +24,8 @@ pub mod value;
 mod provider;
 
 pub use provider::{
-    implemented_options, is_implemented, runtime_options, InitContext, ProviderOptions, Warning,
-    MAX_WS_SIZE_LIMIT,
+    implemented_options, is_implemented, options_table_markdown, runtime_options, InitContext,
+    ProviderOptions, Warning, MAX_WS_SIZE_LIMIT,
 };
 
 /// Why an option string was refused. Nothing is applied when any entry is refused.

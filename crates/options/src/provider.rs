@@ -2,7 +2,10 @@
 //!
 //! Three kinds of names reach the parser:
 //! - options Trireme implements ([`implemented_options`]): validated and stored in typed
-//!   fields; a bad value is an error naming the option, the value and the accepted form;
+//!   fields; a bad value is an error naming the option, the value and the accepted form.
+//!   Each has an effect, at start and at runtime: either the node uses the value, or
+//!   nothing in Trireme reads it, and then giving it explicitly yields a
+//!   [`Warning::NoEffect`] that says why (see [`options_table_markdown`]);
 //! - other Galera options ([`crate::galera::GALERA_OPTIONS`]): accepted with a [`Warning`]
 //!   and ignored, so that my.cnf files written for Galera still start;
 //! - any other name: an error, as in Galera (`gu::Config::parse` refuses unknown keys, so a
@@ -15,7 +18,9 @@
 //! - `ist.recv_addr` defaults to `<base_host>:<base_port + 1>`, and a missing port in it (or
 //!   in `ist.recv_bind`) is `base_port + 1`;
 //! - `gcache.dir` defaults to `base_dir`;
-//! - `socket.ssl` defaults to on when both `socket.ssl_cert` and `socket.ssl_key` are set.
+//! - `socket.ssl` defaults to on when `socket.ssl_cert` or `socket.ssl_key` is set, and TLS
+//!   then needs both (as in Galera, so that a half-configured TLS stops the node instead of
+//!   running in clear); an explicit `socket.ssl = no` turns it off.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -114,6 +119,14 @@ pub struct ProviderOptions {
     pub socket_ssl_cert: Option<String>,
     /// `socket.ssl_key`: the node's private key file.
     pub socket_ssl_key: Option<String>,
+    /// `socket.ssl_password_file`: file whose first line is the password of an encrypted
+    /// `socket.ssl_key`.
+    pub socket_ssl_password_file: Option<String>,
+    /// `socket.ssl_cipher`: the cipher list, in Galera's (OpenSSL's) notation, as given.
+    pub socket_ssl_cipher: Option<String>,
+    /// `socket.ssl_reload`: a request, made at runtime with TLS on, to read the TLS files
+    /// again. The provider acts on it and clears it with [`ProviderOptions::take_ssl_reload`].
+    pub socket_ssl_reload: bool,
 }
 
 impl Default for ProviderOptions {
@@ -162,6 +175,9 @@ impl Default for ProviderOptions {
             socket_ssl_ca: None,
             socket_ssl_cert: None,
             socket_ssl_key: None,
+            socket_ssl_password_file: None,
+            socket_ssl_cipher: None,
+            socket_ssl_reload: false,
         }
     }
 }
@@ -187,6 +203,26 @@ pub enum Warning {
         /// The value as given.
         value: String,
     },
+    /// An option Trireme accepts and checks but that changes nothing in Trireme, given
+    /// explicitly (at start, or with `SET GLOBAL`).
+    #[error("provider option {option} = {value:?} has no effect in Trireme: {reason}")]
+    NoEffect {
+        /// The option name.
+        option: String,
+        /// The value as given.
+        value: String,
+        /// Why it has no effect, in one sentence.
+        reason: &'static str,
+    },
+}
+
+/// What giving an implemented option does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Effect {
+    /// The node uses the value.
+    Applies,
+    /// Accepted, checked and listed, but nothing in Trireme reads it; the reason says why.
+    NoEffect(&'static str),
 }
 
 /// The options Trireme implements. Each has a name, a value form, a runtime flag and a
@@ -227,11 +263,14 @@ enum Setting {
     SocketSsl,
     SocketSslCa,
     SocketSslCert,
+    SocketSslCipher,
     SocketSslKey,
+    SocketSslPasswordFile,
+    SocketSslReload,
 }
 
 impl Setting {
-    const ALL: [Setting; 35] = [
+    const ALL: [Setting; 38] = [
         Setting::BaseDir,
         Setting::BaseHost,
         Setting::BasePort,
@@ -266,7 +305,10 @@ impl Setting {
         Setting::SocketSsl,
         Setting::SocketSslCa,
         Setting::SocketSslCert,
+        Setting::SocketSslCipher,
         Setting::SocketSslKey,
+        Setting::SocketSslPasswordFile,
+        Setting::SocketSslReload,
     ];
 
     fn name(self) -> &'static str {
@@ -305,7 +347,10 @@ impl Setting {
             Setting::SocketSsl => "socket.ssl",
             Setting::SocketSslCa => "socket.ssl_ca",
             Setting::SocketSslCert => "socket.ssl_cert",
+            Setting::SocketSslCipher => "socket.ssl_cipher",
             Setting::SocketSslKey => "socket.ssl_key",
+            Setting::SocketSslPasswordFile => "socket.ssl_password_file",
+            Setting::SocketSslReload => "socket.ssl_reload",
         }
     }
 
@@ -330,7 +375,8 @@ impl Setting {
             | Setting::PcIgnoreSb
             | Setting::PcWeight
             | Setting::ReplCausalReadTimeout
-            | Setting::ReplMaxWsSize => true,
+            | Setting::ReplMaxWsSize
+            | Setting::SocketSslReload => true,
             Setting::BaseDir
             | Setting::BaseHost
             | Setting::BasePort
@@ -348,7 +394,9 @@ impl Setting {
             | Setting::SocketSsl
             | Setting::SocketSslCa
             | Setting::SocketSslCert
-            | Setting::SocketSslKey => false,
+            | Setting::SocketSslCipher
+            | Setting::SocketSslKey
+            | Setting::SocketSslPasswordFile => false,
         }
     }
 
@@ -368,7 +416,99 @@ impl Setting {
     fn from_name(name: &str) -> Option<Setting> {
         Setting::ALL.into_iter().find(|key| key.name() == name)
     }
+
+    /// What the option does when the option string given at start sets it. An option has
+    /// an effect only if something outside this crate reads its value; check with a grep of
+    /// the field before changing an entry here.
+    fn startup_effect(self) -> Effect {
+        match self {
+            Setting::CertLogConflicts => Effect::NoEffect(NO_CONFLICT_LOG),
+            Setting::EvsInactiveTimeout => Effect::NoEffect(NO_INACTIVE_TIMER),
+            Setting::EvsKeepalivePeriod => Effect::NoEffect(HEARTBEATS_ARE_KEEPALIVES),
+            Setting::GmcastIsolate => Effect::NoEffect(NO_ISOLATION_SWITCH),
+            Setting::GmcastSegment => Effect::NoEffect(NO_SEGMENTS),
+            Setting::PcIgnoreSb => Effect::NoEffect(NO_SPLIT_BRAIN),
+            Setting::PcWeight => Effect::NoEffect(NO_WEIGHTS),
+            Setting::ReplCommitOrder => Effect::NoEffect(ALWAYS_IN_ORDER),
+            Setting::SocketSslReload => Effect::NoEffect(RELOAD_AT_START),
+            Setting::BaseDir
+            | Setting::BaseHost
+            | Setting::BasePort
+            | Setting::EvsSuspectTimeout
+            | Setting::GcacheDir
+            | Setting::GcacheFreezePurgeAtSeqno
+            | Setting::GcacheKeepPagesSize
+            | Setting::GcacheKeepSeconds
+            | Setting::GcacheMaxDiskBytes
+            | Setting::GcacheName
+            | Setting::GcachePageSize
+            | Setting::GcacheRecover
+            | Setting::GcacheSize
+            | Setting::GcsFcFactor
+            | Setting::GcsFcLimit
+            | Setting::GcsFcMasterSlave
+            | Setting::GcsFcSinglePrimary
+            | Setting::GmcastListenAddr
+            | Setting::IstRecvAddr
+            | Setting::IstRecvBind
+            | Setting::PcBootstrap
+            | Setting::ReplCausalReadTimeout
+            | Setting::ReplMaxWsSize
+            | Setting::SocketSsl
+            | Setting::SocketSslCa
+            | Setting::SocketSslCert
+            | Setting::SocketSslCipher
+            | Setting::SocketSslKey
+            | Setting::SocketSslPasswordFile => Effect::Applies,
+        }
+    }
+
+    /// What changing the option with `SET GLOBAL wsrep_provider_options` does (for the
+    /// options that may change at runtime): what `options_set` in the provider passes on to
+    /// the running node.
+    fn runtime_effect(self) -> Effect {
+        debug_assert!(self.runtime(), "{} is not a runtime option", self.name());
+        match self {
+            Setting::GcacheKeepPagesSize
+            | Setting::GcacheKeepSeconds
+            | Setting::GcacheMaxDiskBytes
+            | Setting::GcachePageSize => Effect::NoEffect(CACHE_SET_AT_OPEN),
+            Setting::PcBootstrap => Effect::NoEffect(BOOTSTRAP_ONLY_AT_CONNECT),
+            // With TLS on; with TLS off, see `apply_runtime`.
+            Setting::SocketSslReload => Effect::Applies,
+            _ => self.startup_effect(),
+        }
+    }
 }
+
+// Why an option has no effect, in the words of the domain. `docs/options.md` shows them too.
+const NO_CONFLICT_LOG: &str = "Trireme does not log certification conflicts one by one: \
+     wsrep_local_cert_failures counts them and each is traced at debug level";
+const NO_INACTIVE_TIMER: &str = "Trireme has no separate inactivity timer: the primary \
+     component evicts a silent member after evs.suspect_timeout, and an evicted member \
+     rejoins as a new one once it learns of it (the value must still be at least \
+     evs.suspect_timeout, as in Galera)";
+const HEARTBEATS_ARE_KEEPALIVES: &str = "the Raft leader's heartbeats, every 20 ms (2 group \
+     ticks of 10 ms), are the keepalives, whatever this option says";
+const NO_ISOLATION_SWITCH: &str = "Trireme has no switch that cuts a node off its group; \
+     to isolate a node, block its group and IST ports at the network level";
+const NO_SEGMENTS: &str = "the Raft leader sends every write-set to each member directly: \
+     there are no segment relays, and donor choice ignores segments";
+const NO_SPLIT_BRAIN: &str = "Trireme orders through a Raft majority; a minority never \
+     accepts writes, so there is no split brain to ignore";
+const NO_WEIGHTS: &str = "Trireme's quorum is a Raft majority in which every member counts \
+     once; there are no weights";
+const ALWAYS_IN_ORDER: &str = "Trireme always commits in the global order, as 3 (NO_OOOC) \
+     asks; it offers no out-of-order commit";
+const RELOAD_AT_START: &str = "a reload request means something only at runtime; at start \
+     the TLS files are read anyway";
+const NOTHING_TO_RELOAD: &str = "socket.ssl is off: there are no TLS files to reload";
+const CACHE_SET_AT_OPEN: &str = "the running write-set cache keeps the value it opened \
+     with; set the option in my.cnf for the next start";
+const BOOTSTRAP_ONLY_AT_CONNECT: &str = "a running node acts on no bootstrap request: \
+     Trireme forms a new primary component only when it connects (an empty gcomm:// \
+     address, --wsrep-new-cluster, or pc.bootstrap in my.cnf), so the request is dropped \
+     rather than kept for a later reconnect";
 
 /// The names of the options Trireme implements, in byte order.
 pub fn implemented_options() -> impl Iterator<Item = &'static str> {
@@ -418,6 +558,14 @@ struct Explicit {
     socket_ssl: Option<bool>,
 }
 
+fn no_effect(key: Setting, value: &str, reason: &'static str) -> Warning {
+    Warning::NoEffect {
+        option: key.name().to_owned(),
+        value: value.to_owned(),
+        reason,
+    }
+}
+
 fn invalid(key: Setting, value: &str, expected: &'static str) -> OptionsError {
     OptionsError::InvalidValue {
         option: key.name().to_owned(),
@@ -456,7 +604,8 @@ fn parse_unsigned<T: std::str::FromStr>(text: &str) -> Option<T> {
 
 impl ProviderOptions {
     /// Parses the option string given at startup (`wsrep_provider_options` in my.cnf), on
-    /// top of Galera's defaults. Returns the options and a warning per ignored Galera option.
+    /// top of Galera's defaults. Returns the options and a warning per ignored Galera option
+    /// and per option given that has no effect in Trireme.
     pub fn parse(text: &str) -> Result<(ProviderOptions, Vec<Warning>), OptionsError> {
         ProviderOptions::parse_with(text, &InitContext::default())
     }
@@ -476,6 +625,9 @@ impl ProviderOptions {
         for entry in entries {
             if let Some(key) = Setting::from_name(&entry.key) {
                 options.apply(key, &entry.value, &mut explicit)?;
+                if let Effect::NoEffect(reason) = key.startup_effect() {
+                    warnings.push(no_effect(key, &entry.value, reason));
+                }
             } else if galera::lookup(&entry.key).is_some() {
                 warnings.push(Warning::NotImplemented {
                     option: entry.key,
@@ -488,6 +640,9 @@ impl ProviderOptions {
         if !unknown.is_empty() {
             return Err(OptionsError::Unknown { options: unknown });
         }
+        // A reload request exists only at runtime (a listing of a node with TLS on shows
+        // `socket.ssl_reload = 1`, and must parse back to the same options).
+        options.socket_ssl_reload = false;
         options.resolve(&explicit)?;
         options.validate()?;
         Ok((options, warnings))
@@ -496,7 +651,8 @@ impl ProviderOptions {
     /// Applies `SET GLOBAL wsrep_provider_options = '<text>'`: changes only the options
     /// named, all or none of them. An option that cannot change at runtime is refused unless
     /// the value given is the one in effect (as in Galera). Galera options Trireme ignores
-    /// are accepted with a warning when Galera allows changing them at runtime.
+    /// are accepted with a warning when Galera allows changing them at runtime, and so is a
+    /// change that has no effect on the running node.
     pub fn set_runtime(&mut self, text: &str) -> Result<Vec<Warning>, OptionsError> {
         let entries = parse_entries(text)?;
         let mut next = self.clone();
@@ -505,8 +661,7 @@ impl ProviderOptions {
         for entry in entries {
             if let Some(key) = Setting::from_name(&entry.key) {
                 if key.runtime() {
-                    debug_assert!(!key.derived(), "{} is derived", key.name());
-                    next.apply(key, &entry.value, &mut Explicit::default())?;
+                    next.apply_runtime(key, &entry.value, &mut warnings)?;
                 } else if !next.is_current_value(key, &entry.value)? {
                     return Err(OptionsError::NotRuntime { option: entry.key });
                 }
@@ -568,6 +723,7 @@ impl ProviderOptions {
         config.fc_limit = self.gcs_fc_limit;
         config.fc_factor = self.gcs_fc_factor;
         config.fc_single_primary = self.gcs_fc_single_primary;
+        config.max_ws_size = self.repl_max_ws_size;
         config
     }
 
@@ -584,6 +740,44 @@ impl ProviderOptions {
     /// Returns whether a bootstrap was requested (`pc.bootstrap`) and clears the request.
     pub fn take_pc_bootstrap(&mut self) -> bool {
         std::mem::take(&mut self.pc_bootstrap)
+    }
+
+    /// Returns whether a reload of the TLS files was requested (`socket.ssl_reload`) and
+    /// clears the request.
+    pub fn take_ssl_reload(&mut self) -> bool {
+        std::mem::take(&mut self.socket_ssl_reload)
+    }
+
+    /// One runtime option of [`ProviderOptions::set_runtime`]: stores the value, or only
+    /// checks it for a request nothing acts on, and warns when the change has no effect.
+    fn apply_runtime(
+        &mut self,
+        key: Setting,
+        value: &str,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(), OptionsError> {
+        debug_assert!(!key.derived(), "{} is derived", key.name());
+        let mut next = self.clone();
+        next.apply(key, value, &mut Explicit::default())?;
+        let (effect, keep) = match key {
+            Setting::SocketSslReload if !self.socket_ssl => {
+                (Effect::NoEffect(NOTHING_TO_RELOAD), false)
+            }
+            // The only taker of this request is the next connect, which would then form a
+            // new primary component long after the operator asked: a split brain in waiting.
+            Setting::PcBootstrap => {
+                let effect = key.runtime_effect();
+                (effect, effect == Effect::Applies)
+            }
+            _ => (key.runtime_effect(), true),
+        };
+        if keep {
+            *self = next;
+        }
+        if let Effect::NoEffect(reason) = effect {
+            warnings.push(no_effect(key, value, reason));
+        }
+        Ok(())
     }
 
     fn apply_context(&mut self, context: &InitContext<'_>) -> Result<(), OptionsError> {
@@ -720,6 +914,9 @@ impl ProviderOptions {
             Setting::SocketSslCa => self.socket_ssl_ca = non_empty(value),
             Setting::SocketSslCert => self.socket_ssl_cert = non_empty(value),
             Setting::SocketSslKey => self.socket_ssl_key = non_empty(value),
+            Setting::SocketSslCipher => self.socket_ssl_cipher = non_empty(value),
+            Setting::SocketSslPasswordFile => self.socket_ssl_password_file = non_empty(value),
+            Setting::SocketSslReload => self.socket_ssl_reload = boolean()?,
         }
         Ok(())
     }
@@ -745,8 +942,10 @@ impl ProviderOptions {
         Ok(())
     }
 
+    /// As in Galera: a certificate or a key turns TLS on unless `socket.ssl` says no
+    /// ([`ProviderOptions::validate`] then asks for both).
     fn resolve_socket_ssl(&self, given: Option<bool>) -> bool {
-        given.unwrap_or(self.socket_ssl_cert.is_some() && self.socket_ssl_key.is_some())
+        given.unwrap_or(self.socket_ssl_cert.is_some() || self.socket_ssl_key.is_some())
     }
 
     fn resolve_listen_addr(
@@ -852,10 +1051,26 @@ impl ProviderOptions {
                 format_size(self.gcache_size)
             )));
         }
-        if self.socket_ssl && (self.socket_ssl_cert.is_none() || self.socket_ssl_key.is_none()) {
-            return Err(OptionsError::Inconsistent(
-                "socket.ssl is on but socket.ssl_cert or socket.ssl_key is not set".to_owned(),
-            ));
+        if self.socket_ssl {
+            let missing: Vec<&str> = [
+                (Setting::SocketSslCert, &self.socket_ssl_cert),
+                (Setting::SocketSslKey, &self.socket_ssl_key),
+            ]
+            .into_iter()
+            .filter(|(_, file)| file.is_none())
+            .map(|(key, _)| key.name())
+            .collect();
+            if !missing.is_empty() {
+                return Err(OptionsError::Inconsistent(format!(
+                    "TLS is on (socket.ssl, or a certificate or key given) but {}: it \
+                     needs both socket.ssl_cert and socket.ssl_key (socket.ssl = no turns \
+                     it off)",
+                    match missing.as_slice() {
+                        [one] => format!("{one} is not set"),
+                        _ => "neither is set".to_owned(),
+                    }
+                )));
+            }
         }
         Ok(())
     }
@@ -908,16 +1123,130 @@ impl ProviderOptions {
             Setting::SocketSslCa => optional(&self.socket_ssl_ca),
             Setting::SocketSslCert => optional(&self.socket_ssl_cert),
             Setting::SocketSslKey => optional(&self.socket_ssl_key),
+            Setting::SocketSslCipher => optional(&self.socket_ssl_cipher),
+            Setting::SocketSslPasswordFile => optional(&self.socket_ssl_password_file),
+            // Galera sets it to 1 when TLS starts, and shows it from then on.
+            Setting::SocketSslReload if self.socket_ssl => "1".to_owned(),
+            Setting::SocketSslReload => String::new(),
         }
     }
 
     /// Whether the listing shows `key`, an option Galera's default listing does not have:
-    /// when its value differs from the default, and `socket.ssl` also whenever a certificate
-    /// or key is set (otherwise an explicit `socket.ssl = no` would not read back).
+    /// when its value differs from the default; `socket.ssl` also whenever a certificate
+    /// or key is set (otherwise an explicit `socket.ssl = no` would not read back); and, as
+    /// Galera does once TLS is on, `socket.ssl_cipher` even when empty.
     fn shows_extra(&self, key: Setting, defaults: &ProviderOptions) -> bool {
         let tls_files = self.socket_ssl_cert.is_some() || self.socket_ssl_key.is_some();
-        (key == Setting::SocketSsl && tls_files) || self.value_text(key) != defaults.value_text(key)
+        let always = match key {
+            Setting::SocketSsl => tls_files,
+            Setting::SocketSslCipher => self.socket_ssl,
+            _ => false,
+        };
+        always || self.value_text(key) != defaults.value_text(key)
     }
+}
+
+/// The text of `docs/options.md`: every Galera option, then Trireme's own, with what Trireme
+/// does with each at start and with `SET GLOBAL wsrep_provider_options`, from the same
+/// tables the parser uses.
+pub fn options_table_markdown() -> String {
+    let defaults = ProviderOptions::default();
+    let mut text = String::from(TABLE_PREAMBLE);
+    text.push_str("\n## Galera options\n\n");
+    text.push_str(TABLE_HEADER);
+    let mut names: Vec<&'static galera::GaleraOption> = galera::GALERA_OPTIONS.iter().collect();
+    names.sort_by_key(|option| option.name);
+    for option in names {
+        let galera_default = if option.listed {
+            code_or_empty(option.default)
+        } else {
+            "not listed".to_owned()
+        };
+        let row = match Setting::from_name(option.name) {
+            Some(key) => implemented_row(key, &defaults),
+            None if option.runtime => [
+                "—".to_owned(),
+                "not implemented: ignored, with a warning".to_owned(),
+                "not implemented: ignored, with a warning".to_owned(),
+            ],
+            None => [
+                "—".to_owned(),
+                "not implemented: ignored, with a warning".to_owned(),
+                "refused (startup only)".to_owned(),
+            ],
+        };
+        push_row(&mut text, option.name, &galera_default, &row);
+    }
+    text.push_str("\n## Trireme's own options\n\n");
+    text.push_str(TABLE_HEADER);
+    for key in Setting::ALL {
+        if galera::lookup(key.name()).is_none() {
+            push_row(&mut text, key.name(), "—", &implemented_row(key, &defaults));
+        }
+    }
+    text
+}
+
+const TABLE_PREAMBLE: &str = "# Provider options
+
+<!-- Generated from crates/options/src/provider.rs by options::options_table_markdown().
+     Do not edit; regenerate with: TRIREME_UPDATE_DOCS=1 cargo test -p options --test docs -->
+
+What Trireme does with each entry of `wsrep_provider_options`, at start (my.cnf) and at
+runtime (`SET GLOBAL wsrep_provider_options`):
+
+- **takes effect**: the node uses the value.
+- **no effect**: accepted, checked and shown in `@@wsrep_provider_options`, but nothing in
+  Trireme reads it. Whenever it is given, the provider logs a warning with the reason shown
+  here.
+- **not implemented**: a Galera option Trireme ignores, accepted with a warning so that a
+  my.cnf written for Galera still starts.
+- **refused (startup only)**: `SET GLOBAL` fails unless the value is the one in effect, as in
+  Galera.
+
+Any other name stops the node, as in Galera. Some defaults follow other values: `base_host`
+comes from `wsrep_node_address`, `base_dir` from the server's datadir, `gcache.dir` from
+`base_dir`, `gmcast.listen_addr` and `ist.recv_addr` from `base_host` and `base_port`, and
+`socket.ssl` is on when `socket.ssl_cert` or `socket.ssl_key` is given.
+";
+
+const TABLE_HEADER: &str = "| Option | Galera default | Trireme default | At start | At runtime |
+|---|---|---|---|---|
+";
+
+/// Trireme default, at start, at runtime.
+fn implemented_row(key: Setting, defaults: &ProviderOptions) -> [String; 3] {
+    let describe = |effect| match effect {
+        Effect::Applies => "takes effect".to_owned(),
+        Effect::NoEffect(reason) => format!("no effect: {reason}"),
+    };
+    let runtime = if key.runtime() {
+        describe(key.runtime_effect())
+    } else {
+        "refused (startup only)".to_owned()
+    };
+    [
+        code_or_empty(&defaults.value_text(key)),
+        describe(key.startup_effect()),
+        runtime,
+    ]
+}
+
+fn code_or_empty(value: &str) -> String {
+    if value.is_empty() {
+        "(empty)".to_owned()
+    } else {
+        format!("`{value}`")
+    }
+}
+
+fn push_row(text: &mut String, name: &str, galera_default: &str, row: &[String; 3]) {
+    let cells = [format!("`{name}`"), galera_default.to_owned()]
+        .into_iter()
+        .chain(row.iter().cloned())
+        .map(|cell| cell.replace('|', "\\|"))
+        .collect::<Vec<_>>();
+    text.push_str(&format!("| {} |\n", cells.join(" | ")));
 }
 
 fn positive_duration(text: &str) -> Option<Duration> {
@@ -968,6 +1297,137 @@ mod tests {
         assert_eq!(parsed, ProviderOptions::default());
         assert!(warnings.is_empty());
         ProviderOptions::default().validate().unwrap();
+    }
+
+    /// The names whose use outside this crate would mean that `key` takes effect at start:
+    /// its field, and for values the group layer holds, the group layer's reader.
+    fn readers(key: Setting) -> &'static [&'static str] {
+        match key {
+            Setting::CertLogConflicts => &["cert_log_conflicts"],
+            Setting::EvsInactiveTimeout => &["evs_inactive_timeout", ".inactive_ticks("],
+            Setting::EvsKeepalivePeriod => &["evs_keepalive_period"],
+            Setting::GmcastIsolate => &["gmcast_isolate"],
+            Setting::GmcastSegment => &["gmcast_segment"],
+            Setting::PcIgnoreSb => &["pc_ignore_sb"],
+            Setting::PcWeight => &["pc_weight"],
+            Setting::ReplCommitOrder => &["repl_commit_order"],
+            _ => &[],
+        }
+    }
+
+    /// Whether `code` uses `name` as a whole name: not as part of a longer one, and not as
+    /// a string (`"gmcast_segment"` is a status variable).
+    fn uses(code: &str, name: &str) -> bool {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let joined = |c: Option<char>| c.is_some_and(|c| word(c) || c == '"');
+        code.match_indices(name).any(|(at, _)| {
+            let before = code[..at].chars().next_back();
+            let after = code[at + name.len()..].chars().next();
+            let longer_before = name.starts_with(word) && joined(before);
+            let longer_after = name.ends_with(word) && joined(after);
+            !longer_before && !longer_after
+        })
+    }
+
+    fn rust_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_files(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+
+    /// An option reported as having no effect must really be read nowhere else: the check
+    /// that keeps the warnings honest once another crate starts using an option (then
+    /// change its entry in `startup_effect`).
+    #[test]
+    fn options_without_effect_are_read_nowhere_outside_this_crate() {
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&crates).unwrap().map(Result::unwrap) {
+            let src = entry.path().join("src");
+            if entry.file_name() != "options" && src.is_dir() {
+                rust_files(&src, &mut files);
+            }
+        }
+        assert!(
+            files.iter().any(|f| f.ends_with("provider/src/entry.rs")),
+            "the provider's sources were not found under {}",
+            crates.display()
+        );
+        let mut violations = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code: String = text
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for key in Setting::ALL {
+                if key.startup_effect() == Effect::Applies {
+                    continue;
+                }
+                for name in readers(key) {
+                    if uses(&code, name) {
+                        violations.push(format!("{} reads {name}", file.display()));
+                    }
+                }
+            }
+        }
+        assert!(
+            violations.is_empty(),
+            "options marked as having no effect are read: {violations:?}"
+        );
+        // Every no-effect option is covered by the check, but `socket.ssl_reload`: a request
+        // at start is dropped here, and the provider reads only runtime requests.
+        for key in Setting::ALL {
+            let no_effect = key.startup_effect() != Effect::Applies;
+            let dropped_here = key == Setting::SocketSslReload;
+            assert!(
+                !no_effect || dropped_here || !readers(key).is_empty(),
+                "{} has no effect but no reader to check",
+                key.name()
+            );
+        }
+    }
+
+    #[test]
+    fn whole_name_matching_ignores_longer_names() {
+        assert!(uses("o.socket_ssl;", "socket_ssl"));
+        assert!(!uses("o.socket_ssl_ca;", "socket_ssl"));
+        assert!(!uses("my_socket_ssl", "socket_ssl"));
+        assert!(!uses("(\"gmcast_segment\", x)", "gmcast_segment"));
+        assert!(uses("c.inactive_ticks()", ".inactive_ticks("));
+        assert!(!uses("fn inactive_ticks(&self)", ".inactive_ticks("));
+    }
+
+    /// The keepalive reason names the group layer's heartbeat period: keep them in step.
+    #[test]
+    fn the_heartbeat_period_is_the_one_the_keepalive_reason_names() {
+        let config = GroupConfig::default();
+        assert_eq!(config.tick_interval_ns, 10_000_000);
+        assert_eq!(config.heartbeat_ticks, 2);
+        assert!(HEARTBEATS_ARE_KEEPALIVES.contains("every 20 ms (2 group ticks of 10 ms)"));
+    }
+
+    /// Every effect reason reads as one clause: no table separator, no final full stop.
+    #[test]
+    fn reasons_fit_a_table_cell_and_a_log_line() {
+        for key in Setting::ALL {
+            let mut effects = vec![key.startup_effect()];
+            if key.runtime() {
+                effects.push(key.runtime_effect());
+            }
+            for effect in effects {
+                if let Effect::NoEffect(reason) = effect {
+                    assert!(!reason.contains('|') && !reason.ends_with('.'), "{reason}");
+                    assert!(!reason.contains("  "), "{reason}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use options::galera::LISTED_NAMES;
 use options::status_vars::{self, STATUS_VARS};
-use options::{InitContext, ProviderOptions};
+use options::{InitContext, ProviderOptions, Warning};
 
 /// The listing as (name, value) pairs, checking Galera's `key = value; ` format on the way.
 fn rows(listing: &str) -> Vec<(String, String)> {
@@ -103,6 +103,9 @@ fn the_listing_parses_back_to_the_same_options() {
          ist.recv_bind=[::]",
         "socket.ssl_cert=/etc/c.pem; socket.ssl_key=/etc/k.pem; socket.ssl_ca=/etc/ca.pem",
         "socket.ssl_cert=/etc/c.pem; socket.ssl_key=/etc/k.pem; socket.ssl=no",
+        "socket.ssl_cert=/etc/c.pem; socket.ssl_key=/etc/k.pem; \
+         socket.ssl_cipher=AES256-GCM-SHA384:AES128-SHA; socket.ssl_password_file=/etc/p",
+        "socket.ssl_cipher=AES128-SHA; socket.ssl_password_file=/etc/p",
         "gcache.dir=/data/odd\\;dir; gcache.name=/abs/path.cache; base_dir=/var/lib/mysql",
         "gcache.size=1000; gcache.page_size=1536M; gcache.keep_pages_size=3T; \
          gcache.max_disk_bytes=8G; gcache.keep_seconds=86400; gcache.recover=no; \
@@ -137,11 +140,91 @@ fn the_listing_parses_back_to_the_same_options() {
 fn every_galera_option_name_parses_from_the_default_listing() {
     let listing = ProviderOptions::default().render();
     let (_, warnings) = ProviderOptions::parse(&listing).unwrap();
-    let implemented = LISTED_NAMES
+    let not_implemented: Vec<&str> = LISTED_NAMES
         .iter()
-        .filter(|name| options::is_implemented(name))
-        .count();
-    assert_eq!(warnings.len(), LISTED_NAMES.len() - implemented);
+        .copied()
+        .filter(|name| !options::is_implemented(name))
+        .collect();
+    let warned: Vec<&str> = warnings
+        .iter()
+        .filter_map(|warning| match warning {
+            Warning::NotImplemented { option, .. } => Some(option.as_str()),
+            Warning::NoEffect { .. } => None,
+        })
+        .collect();
+    assert_eq!(warned, not_implemented);
+    let no_effect: Vec<&str> = warnings
+        .iter()
+        .filter_map(|warning| match warning {
+            Warning::NoEffect { option, .. } => Some(option.as_str()),
+            Warning::NotImplemented { .. } => None,
+        })
+        .collect();
+    assert_eq!(
+        no_effect,
+        [
+            "cert.log_conflicts",
+            "evs.inactive_timeout",
+            "evs.keepalive_period",
+            "gmcast.segment",
+            "pc.ignore_sb",
+            "pc.weight",
+            "repl.commit_order"
+        ]
+    );
+}
+
+/// The value of `name` in `listing`, if the listing shows it.
+fn shown<'a>(listing: &'a str, name: &str) -> Option<&'a str> {
+    listing
+        .strip_suffix("; ")
+        .unwrap_or(listing)
+        .split("; ")
+        .find_map(|row| row.strip_prefix(name)?.strip_prefix(" = "))
+}
+
+/// With TLS on, Galera shows `socket.ssl_cipher` (empty unless given) and
+/// `socket.ssl_reload = 1`; the password file shows whenever it is set. With TLS off none
+/// of them shows unless given.
+#[test]
+fn tls_options_show_as_galera_shows_them() {
+    let (on, _) = ProviderOptions::parse("socket.ssl_cert=/c.pem; socket.ssl_key=/k.pem").unwrap();
+    let listing = on.render();
+    assert_eq!(shown(&listing, "socket.ssl"), Some("yes"), "{listing}");
+    assert_eq!(shown(&listing, "socket.ssl_cipher"), Some(""), "{listing}");
+    assert_eq!(shown(&listing, "socket.ssl_reload"), Some("1"), "{listing}");
+    assert_eq!(
+        shown(&listing, "socket.ssl_password_file"),
+        None,
+        "{listing}"
+    );
+
+    let (on, _) = ProviderOptions::parse(
+        "socket.ssl_cert=/c.pem; socket.ssl_key=/k.pem; socket.ssl_cipher=AES128-SHA; \
+         socket.ssl_password_file=/etc/mysql/pass",
+    )
+    .unwrap();
+    let listing = on.render();
+    assert_eq!(shown(&listing, "socket.ssl_cipher"), Some("AES128-SHA"));
+    assert_eq!(
+        shown(&listing, "socket.ssl_password_file"),
+        Some("/etc/mysql/pass")
+    );
+
+    let (off, _) =
+        ProviderOptions::parse("socket.ssl_cert=/c.pem; socket.ssl_key=/k.pem; socket.ssl=no")
+            .unwrap();
+    let listing = off.render();
+    assert_eq!(shown(&listing, "socket.ssl"), Some("no"), "{listing}");
+    assert_eq!(shown(&listing, "socket.ssl_cipher"), None, "{listing}");
+    assert_eq!(shown(&listing, "socket.ssl_reload"), None, "{listing}");
+
+    let (off, _) = ProviderOptions::parse("socket.ssl_cipher=AES128-SHA").unwrap();
+    assert_eq!(
+        shown(&off.render(), "socket.ssl_cipher"),
+        Some("AES128-SHA")
+    );
+    assert_eq!(shown(&off.render(), "socket.ssl_reload"), None);
 }
 
 fn reference_file(name: &str) -> Option<String> {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use options::value::{FreezePurge, Isolation};
+use options::value::FreezePurge;
 use options::{OptionsError, ProviderOptions, Warning};
 
 fn started(text: &str) -> ProviderOptions {
@@ -33,24 +33,19 @@ fn runtime_settable_options_are_the_documented_ones() {
             "pc.weight",
             "repl.causal_read_timeout",
             "repl.max_ws_size",
+            "socket.ssl_reload",
         ]
     );
 }
 
 type Check = fn(&ProviderOptions) -> bool;
 
+/// The runtime changes that reach the running node (the others are in `effects.rs`).
 #[test]
 fn runtime_options_change() {
     let cases: &[(&str, Check)] = &[
-        ("cert.log_conflicts=ON", |o| o.cert_log_conflicts),
         ("evs.suspect_timeout=PT3S", |o| {
             o.evs_suspect_timeout == Duration::from_secs(3)
-        }),
-        ("evs.inactive_timeout=PT30S", |o| {
-            o.evs_inactive_timeout == Duration::from_secs(30)
-        }),
-        ("evs.keepalive_period=PT2S", |o| {
-            o.evs_keepalive_period == Duration::from_secs(2)
         }),
         ("gcache.freeze_purge_at_seqno=now", |o| {
             o.gcache_freeze_purge_at_seqno == FreezePurge::Now
@@ -58,22 +53,8 @@ fn runtime_options_change() {
         ("gcache.freeze_purge_at_seqno=42", |o| {
             o.gcache_freeze_purge_at_seqno == FreezePurge::AtSeqno(42)
         }),
-        ("gcache.keep_pages_size=256M", |o| {
-            o.gcache_keep_pages_size == 256 << 20
-        }),
-        ("gcache.keep_seconds=600", |o| o.gcache_keep_seconds == 600),
-        ("gcache.max_disk_bytes=10G", |o| {
-            o.gcache_max_disk_bytes == 10 << 30
-        }),
-        ("gcache.page_size=32M", |o| o.gcache_page_size == 32 << 20),
         ("gcs.fc_limit=200", |o| o.gcs_fc_limit == 200),
         ("gcs.fc_factor=0.8", |o| o.gcs_fc_factor == 0.8),
-        ("gmcast.isolate=2", |o| {
-            o.gmcast_isolate == Isolation::ForceQuit
-        }),
-        ("pc.bootstrap=YES", |o| o.pc_bootstrap),
-        ("pc.ignore_sb=true", |o| o.pc_ignore_sb),
-        ("pc.weight=3", |o| o.pc_weight == 3),
         ("repl.causal_read_timeout=PT5S", |o| {
             o.repl_causal_read_timeout == Duration::from_secs(5)
         }),
@@ -111,6 +92,8 @@ fn startup_only_options_are_refused_at_runtime() {
         ("gcs.fc_single_primary", "yes"),
         ("socket.ssl", "yes"),
         ("socket.ssl_cert", "/c.pem"),
+        ("socket.ssl_cipher", "AES128-SHA"),
+        ("socket.ssl_password_file", "/p"),
         // Galera options Trireme ignores but Galera itself refuses at runtime.
         ("pc.linger", "PT10S"),
         ("gmcast.mcast_ttl", "2"),
@@ -233,10 +216,10 @@ fn max_ws_size_reads_back_as_a_plain_number() {
     assert_eq!(value, "1048576");
 }
 
+/// A bootstrap request from my.cnf is taken once, at connect.
 #[test]
 fn bootstrap_is_a_request_taken_once() {
-    let mut options = ProviderOptions::default();
-    options.set_runtime("pc.bootstrap=1").unwrap();
+    let mut options = started("pc.bootstrap=1");
     assert!(options.take_pc_bootstrap());
     assert!(!options.take_pc_bootstrap());
     assert_eq!(options, ProviderOptions::default());

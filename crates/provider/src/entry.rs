@@ -158,6 +158,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
         let app = Arc::new(ServerApp::from_init_args(args));
         *lock(&instance.app) = Some(app.clone());
         crate::log_bridge::route_to(args.logger_cb);
+        crate::security::abort_on_provider_thread_panic();
         let context = InitContext {
             node_address: c_str(args.node_address).filter(|a| !a.is_empty()),
             data_dir: c_str(args.data_dir).filter(|d| !d.is_empty()),
@@ -173,6 +174,13 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
         for warning in warnings {
             instance.log(WSREP_LOG_WARN, &warning.to_string());
         }
+        let tls = match crate::security::tls_context(&options) {
+            Ok(tls) => tls,
+            Err(error) => {
+                instance.log(WSREP_LOG_ERROR, &format!("TLS: {error}"));
+                return WSREP_NODE_FAIL;
+            }
+        };
         let addresses = match node_addresses(&options) {
             Ok(addresses) => addresses,
             Err(error) => {
@@ -195,6 +203,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             causal_read_timeout: options.repl_causal_read_timeout,
             state_dir: Some(std::path::PathBuf::from(&options.base_dir)),
             gcache: Some(gcache_config(&options)),
+            tls,
             history: if args.state_id.is_null() {
                 None
             } else {
@@ -266,8 +275,15 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 let causal_read_timeout = options.repl_causal_read_timeout;
                 let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
                 let max_write_set_bytes = options.repl_max_ws_size;
+                let reload_tls = options.take_ssl_reload();
                 drop(options);
                 if let Some(replicator) = instance.replicator() {
+                    if reload_tls {
+                        if let Err(error) = replicator.reload_tls() {
+                            instance.log(WSREP_LOG_ERROR, &format!("socket.ssl_reload: {error}"));
+                            return WSREP_NODE_FAIL;
+                        }
+                    }
                     replicator.set_max_write_set_bytes(max_write_set_bytes);
                     if let Err(error) = replicator.reconfigure(group, causal_read_timeout) {
                         instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
@@ -312,7 +328,7 @@ unsafe extern "C" fn enc_set_key(
 
 unsafe extern "C" fn connect(
     wsrep: *mut wsrep_t,
-    _cluster_name: *const c_char,
+    cluster_name: *const c_char,
     cluster_url: *const c_char,
     state_donor: *const c_char,
     bootstrap: wsrep_bool_t,
@@ -323,8 +339,9 @@ unsafe extern "C" fn connect(
         };
         let url = c_str(cluster_url).unwrap_or_default();
         let donors = c_str(state_donor).unwrap_or_default();
+        let name = c_str(cluster_name).unwrap_or(transport::DEFAULT_CLUSTER_NAME);
         let bootstrap = bootstrap || lock(&instance.options).take_pc_bootstrap();
-        match replicator.connect(url, donors, bootstrap) {
+        match replicator.connect(name, url, donors, bootstrap) {
             Ok(()) => WSREP_OK,
             Err(error) => {
                 instance.log(

@@ -16,6 +16,7 @@
 mod app;
 mod entry;
 mod log_bridge;
+mod security;
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};

@@ -34,6 +34,9 @@ pub(crate) const INDEX_MAX: u64 = 512 << 20;
 pub(crate) const RECORD_MAX: u32 = (1 << 31) - 1;
 /// Longest reason text accepted.
 const REASON_MAX: u32 = 64 << 10;
+/// The most a length field makes a reader allocate ahead of the bytes it has received: a
+/// long index or record is received in steps of at most this, or of what already arrived.
+pub(crate) const READ_AHEAD: usize = 64 << 10;
 
 /// What kind of ordered action a record (and a gcache entry) holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,8 +227,8 @@ pub(crate) fn read_header(input: &mut impl Read) -> Result<Header, IstError> {
             length: reason_len.into(),
         });
     }
-    let mut reason = vec![0u8; reason_len as usize];
-    input.read_exact(&mut reason).map_err(&broken)?;
+    let mut reason = Vec::new();
+    read_bounded(input, reason_len as usize, &mut reason).map_err(&broken)?;
     let mut index_len = [0u8; 8];
     input.read_exact(&mut index_len).map_err(&broken)?;
     let index_len_value = u64::from_le_bytes(index_len);
@@ -235,8 +238,8 @@ pub(crate) fn read_header(input: &mut impl Read) -> Result<Header, IstError> {
             length: index_len_value,
         });
     }
-    let mut index = vec![0u8; index_len_value as usize];
-    input.read_exact(&mut index).map_err(&broken)?;
+    let mut index = Vec::new();
+    read_bounded(input, index_len_value as usize, &mut index).map_err(&broken)?;
     let mut crc = [0u8; 4];
     input.read_exact(&mut crc).map_err(&broken)?;
     let mut digest = crc32c::crc32c(&fixed);
@@ -249,7 +252,7 @@ pub(crate) fn read_header(input: &mut impl Read) -> Result<Header, IstError> {
             after: Seqno::UNDEFINED,
         });
     }
-    if outcome == Outcome::Ist && first.0 > last.0 + 1 {
+    if !seqnos_are_sane(outcome, first, last) {
         return Err(IstError::BadHeader);
     }
     Ok(Header {
@@ -260,6 +263,39 @@ pub(crate) fn read_header(input: &mut impl Read) -> Result<Header, IstError> {
         reason: String::from_utf8_lossy(&reason).into_owned(),
         index,
     })
+}
+
+/// Seqnos a donor can send: the index position `last` is a seqno or -1 with a successor,
+/// and `first` is no seqno below 0 nor more than one past `last` (exactly one past unless
+/// records follow). Anything else is refused here, so that no later `first - 1` or
+/// `last + 1` can overflow.
+fn seqnos_are_sane(outcome: Outcome, first: Seqno, last: Seqno) -> bool {
+    if last.0 < Seqno::UNDEFINED.0 || last.0 == i64::MAX {
+        return false;
+    }
+    match outcome {
+        Outcome::Ist => (0..=last.0 + 1).contains(&first.0),
+        Outcome::Sst | Outcome::Refused => first.0 == last.0 + 1,
+    }
+}
+
+/// Reads exactly `len` bytes into `buf` (replacing its contents), allocating as the bytes
+/// arrive: never more than [`READ_AHEAD`] plus twice what was received, whatever `len`
+/// claims, so a length field alone cannot make the reader allocate.
+pub(crate) fn read_bounded(
+    input: &mut impl Read,
+    len: usize,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    buf.clear();
+    while buf.len() < len {
+        let received = buf.len();
+        let step = (len - received).min(READ_AHEAD.max(received));
+        buf.reserve_exact(step);
+        buf.resize(received + step, 0);
+        input.read_exact(&mut buf[received..])?;
+    }
+    Ok(())
 }
 
 /// Writes one record.
@@ -335,7 +371,7 @@ impl RecordReader {
                     sent,
                 });
             }
-            if self.next.0 != self.last.0 + 1 {
+            if i128::from(self.next.0) != i128::from(self.last.0) + 1 {
                 return Err(IstError::BadRecord {
                     seqno: self.next,
                     what: "the stream ended before this seqno",
@@ -356,8 +392,8 @@ impl RecordReader {
                 what: "record shorter than its header",
             });
         }
-        let mut body = vec![0u8; body_len as usize];
-        input.read_exact(&mut body).map_err(&broken)?;
+        let mut body = Vec::new();
+        read_bounded(input, body_len as usize, &mut body).map_err(&broken)?;
         let mut crc = [0u8; 4];
         input.read_exact(&mut crc).map_err(&broken)?;
         let digest = crc32c::crc32c_append(crc32c::crc32c(&length), &body);
@@ -548,3 +584,6 @@ mod tests {
         assert!(Action::from_cache(Seqno(9), 1, vec![0; 3]).is_err());
     }
 }
+
+#[cfg(test)]
+mod fuzz;

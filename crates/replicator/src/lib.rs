@@ -160,6 +160,20 @@ pub enum LogLevel {
     Info,
 }
 
+/// Fault injection for tests: a thread whose name is this variable's value panics as it
+/// starts, to show that a dead provider thread takes the server down loudly.
+const FAULT_PANIC_THREAD: &str = "TRIREME_FAULT_PANIC_THREAD";
+
+/// Panics if [`FAULT_PANIC_THREAD`] names the current thread.
+fn panic_if_injected() {
+    let current = std::thread::current();
+    if current.name().is_some()
+        && std::env::var(FAULT_PANIC_THREAD).ok().as_deref() == current.name()
+    {
+        panic!("injected panic ({FAULT_PANIC_THREAD} is set)");
+    }
+}
+
 /// Settings the replicator starts with.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -182,6 +196,8 @@ pub struct Settings {
     pub history: Option<Gtid>,
     /// The write-set cache (`gcache.*`); `None` keeps none, so this node serves no IST.
     pub gcache: Option<GcacheConfig>,
+    /// TLS for group traffic and IST (`socket.ssl_*`); `None`: plaintext.
+    pub tls: Option<Arc<tls::TlsContext>>,
 }
 
 /// Why a call could not be served.
@@ -220,6 +236,9 @@ pub enum ReplicatorError {
     /// Waiting timed out.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
+    /// The TLS files could not be (re)loaded.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The transaction is unknown.
     #[error("unknown transaction {0}")]
     UnknownTransaction(u64),
@@ -638,10 +657,29 @@ impl Replicator {
         }
     }
 
-    /// Joins (or, with `bootstrap`, founds) the cluster at `cluster_url`. `donor_names` is
-    /// `wsrep_sst_donor`.
+    /// Re-reads the TLS files (`socket.ssl_reload`): connections made from now on use
+    /// them. An error leaves the current files in use.
+    pub fn reload_tls(&self) -> Result<(), ReplicatorError> {
+        let Some(context) = &self.shared.settings.tls else {
+            return Err(ReplicatorError::Tls(
+                "TLS is off (socket.ssl_key and socket.ssl_cert are not set)".to_owned(),
+            ));
+        };
+        context
+            .reload()
+            .map_err(|error| ReplicatorError::Tls(error.to_string()))?;
+        self.shared.app.log(
+            LogLevel::Info,
+            &format!("TLS files reloaded: now {}", context.subject()),
+        );
+        Ok(())
+    }
+
+    /// Joins (or, with `bootstrap`, founds) the cluster `cluster_name` at `cluster_url`.
+    /// `donor_names` is `wsrep_sst_donor`.
     pub fn connect(
         &self,
+        cluster_name: &str,
         cluster_url: &str,
         donor_names: &str,
         bootstrap: bool,
@@ -708,13 +746,18 @@ impl Replicator {
             address: reachable.group,
             incoming: settings.incoming_address.clone(),
         };
+        let transport = TransportOptions {
+            cluster_name: cluster_name.to_owned(),
+            tls: settings.tls.clone(),
+            ..TransportOptions::default()
+        };
         let started = GroupRunner::start_with_options(
             settings.group.clone(),
             role,
             contact,
             reachable.group_bind,
             settings.seed,
-            TransportOptions::default(),
+            transport,
         );
         let mut runner = match started {
             Ok(runner) => runner,
@@ -744,7 +787,10 @@ impl Replicator {
         let shared = Arc::clone(&self.shared);
         let dispatcher = std::thread::Builder::new()
             .name("trireme-dispatch".into())
-            .spawn(move || dispatch(&shared, &deliveries, bootstrap))
+            .spawn(move || {
+                panic_if_injected();
+                dispatch(&shared, &deliveries, bootstrap)
+            })
             .expect("spawning the dispatcher thread");
         *lock(&self.dispatcher) = Some(dispatcher);
         Ok(())

@@ -85,11 +85,14 @@ impl SavedState {
                         Uuid::parse(value).map_err(|_| malformed(line, "not a UUID"))?;
                 }
                 "seqno" => {
-                    state.position.seqno = Seqno(
-                        value
-                            .parse()
-                            .map_err(|_| malformed(line, "not an integer"))?,
-                    );
+                    let seqno: i64 = value
+                        .parse()
+                        .map_err(|_| malformed(line, "not an integer"))?;
+                    // -1 or a seqno that has a successor: the node goes on from it.
+                    if seqno < Seqno::UNDEFINED.0 || seqno == i64::MAX {
+                        return Err(malformed(line, "not a seqno (-1 up to 2^63 - 2)"));
+                    }
+                    state.position.seqno = Seqno(seqno);
                 }
                 "safe_to_bootstrap" => {
                     state.safe_to_bootstrap = match value {
@@ -181,5 +184,71 @@ mod tests {
             "# GALERA saved state\nversion: 2.1\nuuid: 08ba0d64-e568-11f1-865e-373fdabda5af\n\
                       seqno: -1\nsafe_to_bootstrap: 0\nfuture_key: 7\n";
         assert_eq!(SavedState::parse(path, galera).unwrap(), state(-1, false));
+    }
+}
+
+/// Fuzz target for [`SavedState::parse`]: no text panics it, and what it accepts renders to
+/// a file that parses back the same. `scripts/fuzz.sh` runs it longer.
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
+    const FUZZ_CASES: u32 = 5000;
+
+    fn cases() -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|cases| cases.parse().ok())
+            .unwrap_or(FUZZ_CASES)
+    }
+
+    fn check(text: &str) -> Result<(), TestCaseError> {
+        let path = Path::new("grastate.dat");
+        if let Ok(state) = SavedState::parse(path, text) {
+            prop_assert!(state.position.seqno.0 >= -1 && state.position.seqno.0 < i64::MAX);
+            let again = SavedState::parse(path, &state.render());
+            prop_assert_eq!(again.ok(), Some(state));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        /// Arbitrary text, and real files with lines replaced, values changed and bytes
+        /// flipped (kept as text by lossy repair).
+        #[test]
+        fn fuzz_saved_state_parse(
+            text in "(.{0,30}\\n?){0,5}",
+            uuid in any::<[u8; 16]>(),
+            seqno in prop_oneof![any::<i64>(), Just(i64::MAX), Just(i64::MIN), -2i64..3],
+            safe in any::<bool>(),
+            value in "[-+0-9a-fA-F: ]{0,40}",
+            line in 0usize..6,
+            flips in proptest::collection::vec((any::<proptest::sample::Index>(), 0u8..8), 0..3),
+        ) {
+            check(&text)?;
+            let state = SavedState {
+                position: Gtid { cluster: Uuid(uuid), seqno: Seqno(seqno) },
+                safe_to_bootstrap: safe,
+            };
+            let rendered = state.render();
+            let parsed = SavedState::parse(Path::new("grastate.dat"), &rendered);
+            prop_assert_eq!(parsed.is_ok(), (-1..i64::MAX).contains(&seqno));
+            check(&rendered)?;
+            let mut lines: Vec<String> = rendered.lines().map(str::to_owned).collect();
+            if let Some((key, _)) = lines.get(line).and_then(|l| l.split_once(':')) {
+                lines[line] = format!("{key}: {value}");
+            }
+            let mut bytes = lines.join("\n").into_bytes();
+            for (at, bit) in &flips {
+                let at = at.index(bytes.len());
+                bytes[at] ^= 1 << bit;
+            }
+            check(&String::from_utf8_lossy(&bytes))?;
+        }
     }
 }

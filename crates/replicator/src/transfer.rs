@@ -22,6 +22,10 @@ use crate::{lock, set_group_state, LogLevel, Monitors, NodeState, RecvEvent, Sha
 const IST_QUEUE_LIMIT: usize = 4096;
 /// How long a donor may take to connect, and a joiner waits for a stalled stream.
 const STREAM_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a connection to the IST port may take for TLS and the stream's header. Short,
+/// so that a connection that never sends does not hold the port (streams are received one
+/// at a time) for the whole [`STREAM_TIMEOUT`].
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the receiver waits for the server to report its snapshot before the records.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(3600);
 /// Records a donor sends between two moves of its cache pin.
@@ -119,12 +123,18 @@ fn send_stream_inner(
         .map_err(|e| format!("cannot resolve {address}: {e}"))?
         .next()
         .ok_or_else(|| format!("{address} resolves to nothing"))?;
-    let stream = TcpStream::connect_timeout(&target, STREAM_TIMEOUT)
+    let tcp = TcpStream::connect_timeout(&target, STREAM_TIMEOUT)
         .map_err(|e| format!("cannot connect to {address}: {e}"))?;
-    stream
-        .set_write_timeout(Some(STREAM_TIMEOUT))
+    tcp.set_write_timeout(Some(STREAM_TIMEOUT))
+        .and_then(|()| tcp.set_read_timeout(Some(STREAM_TIMEOUT)))
         .map_err(|e| e.to_string())?;
-    let _ = stream.set_nodelay(true);
+    let _ = tcp.set_nodelay(true);
+    let stream = match &shared.settings.tls {
+        Some(context) => context
+            .connect(tcp, address)
+            .map_err(|e| format!("IST to {address}: {}", e.cause))?,
+        None => tls::Stream::Plain(tcp),
+    };
     let mut out = BufWriter::with_capacity(1 << 20, stream);
     ist::write_header(&mut out, header).map_err(|e| format!("sending the header: {e}"))?;
     if header.outcome != Outcome::Ist {
@@ -200,14 +210,40 @@ pub(crate) fn receive_transfers(shared: Arc<Shared>, listener: TcpListener) {
             }
         }
         match listener.accept() {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nonblocking(false);
-                let _ = stream.set_read_timeout(Some(STREAM_TIMEOUT));
-                receive_one(&shared, stream, &peer.to_string());
+            Ok((tcp, peer)) => {
+                let peer = peer.to_string();
+                match secure(&shared, tcp, &peer) {
+                    Ok(stream) => receive_one(&shared, stream, &peer),
+                    Err(reason) => {
+                        let message =
+                            format!("refused a state transfer connection from {peer}: {reason}");
+                        log(&shared, LogLevel::Warning, &message);
+                    }
+                }
                 shared.changed.notify_all();
             }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
+    }
+}
+
+/// TLS when the node has it, as for group traffic (Galera runs IST under `socket.ssl_*`);
+/// without it, a peer that starts TLS is told apart from garbage.
+fn secure(shared: &Shared, tcp: TcpStream, peer: &str) -> Result<tls::Stream, String> {
+    tcp.set_nonblocking(false)
+        .and_then(|()| tcp.set_read_timeout(Some(HEADER_TIMEOUT)))
+        .and_then(|()| tcp.set_write_timeout(Some(HEADER_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    if let Some(context) = &shared.settings.tls {
+        return context.accept(tcp, peer).map_err(|e| e.cause);
+    }
+    let mut first = [0u8; 1];
+    match tcp.peek(&mut first) {
+        Ok(1) if tls::looks_like_tls(first[0]) => Err(
+            "the donor speaks TLS, and this node has no socket.ssl_key and socket.ssl_cert"
+                .to_owned(),
+        ),
+        _ => Ok(tls::Stream::Plain(tcp)),
     }
 }
 
@@ -222,10 +258,14 @@ fn fail(shared: &Shared, reason: String) {
     }
 }
 
-fn receive_one(shared: &Arc<Shared>, stream: TcpStream, peer: &str) {
+fn receive_one(shared: &Arc<Shared>, stream: tls::Stream, peer: &str) {
     let mut input = BufReader::with_capacity(1 << 20, stream);
     let header = match ist::read_header(&mut input) {
-        Ok(header) => header,
+        Ok(header) => {
+            // A donor that sent its header may pause for as long as its cache reads take.
+            let _ = input.get_ref().tcp().set_read_timeout(Some(STREAM_TIMEOUT));
+            header
+        }
         Err(error) => {
             let message = format!("refused a state transfer stream from {peer}: {error}");
             log(shared, LogLevel::Warning, &message);

@@ -114,11 +114,13 @@ impl Pair {
             nodes,
             appliers: Vec::new(),
         };
-        pair.nodes[0].connect("gcomm://", "", true).unwrap();
+        pair.nodes[0]
+            .connect("trireme", "gcomm://", "", true)
+            .unwrap();
         pair.spawn_appliers(0);
         wait_for("node 1 to sync", || *pair.apps[0].synced.lock().unwrap());
         pair.nodes[1]
-            .connect(&format!("gcomm://{seed}"), "", false)
+            .connect("trireme", &format!("gcomm://{seed}"), "", false)
             .unwrap();
         pair.spawn_appliers(1);
         wait_for("node 2 to sync", || *pair.apps[1].synced.lock().unwrap());

@@ -81,9 +81,9 @@ fn a_founding_node_commits_local_transactions_in_order() {
         ..settings("node1")
     };
     let replicator = Arc::new(Replicator::new(server.clone(), settings.clone()));
-    replicator.connect("gcomm://", "", true).unwrap();
+    replicator.connect("trireme", "gcomm://", "", true).unwrap();
     assert!(
-        replicator.connect("gcomm://", "", true).is_err(),
+        replicator.connect("trireme", "gcomm://", "", true).is_err(),
         "a second connect is refused"
     );
     let applier = {
@@ -216,7 +216,7 @@ fn a_founding_node_commits_local_transactions_in_order() {
     let mut again = settings.clone();
     move_group_port(&mut again);
     let replicator = Arc::new(Replicator::new(server.clone(), again));
-    replicator.connect("gcomm://", "", true).unwrap();
+    replicator.connect("trireme", "gcomm://", "", true).unwrap();
     let running = SavedState::load(state_dir.path()).unwrap().unwrap();
     assert_eq!(running.position.seqno, Seqno::UNDEFINED, "-1 while running");
     assert!(!running.safe_to_bootstrap);
@@ -250,7 +250,9 @@ fn a_founding_node_commits_local_transactions_in_order() {
     let mut refused = settings;
     move_group_port(&mut refused);
     let replicator = Replicator::new(Arc::new(FakeServer::default()), refused);
-    let error = replicator.connect("gcomm://", "", true).unwrap_err();
+    let error = replicator
+        .connect("trireme", "gcomm://", "", true)
+        .unwrap_err();
     assert!(
         matches!(error, ReplicatorError::UnsafeBootstrap(_)),
         "{error}"
@@ -348,7 +350,7 @@ fn a_joiner_gets_state_from_a_donor_then_applies_what_followed() {
         let _ = app.me.set(me.clone());
         let _ = app.peer.set(peer.clone());
     }
-    donor.connect("gcomm://", "", true).unwrap();
+    donor.connect("trireme", "gcomm://", "", true).unwrap();
     let spawn_appliers = |replicator: &Arc<Replicator>, first: usize| -> Vec<_> {
         (first..first + 2)
             .map(|i| {
@@ -375,7 +377,12 @@ fn a_joiner_gets_state_from_a_donor_then_applies_what_followed() {
         commit(&donor, trx);
     }
     joiner
-        .connect(&format!("gcomm://{seed_address}"), "node1", false)
+        .connect(
+            "trireme",
+            &format!("gcomm://{seed_address}"),
+            "node1",
+            false,
+        )
         .unwrap();
     appliers.extend(spawn_appliers(&joiner, 2));
     let synced = (0..1_000).any(|_| {

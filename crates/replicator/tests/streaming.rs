@@ -92,7 +92,7 @@ fn fragments_continue_one_transaction_and_its_rollback_is_applied_everywhere() {
         .replicator
         .set(Arc::downgrade(&replicator))
         .unwrap_or_else(|_| unreachable!());
-    replicator.connect("gcomm://", "", true).unwrap();
+    replicator.connect("trireme", "gcomm://", "", true).unwrap();
     let applier = {
         let replicator = replicator.clone();
         std::thread::spawn(move || replicator.recv(RecvContext(1)))

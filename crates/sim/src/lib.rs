@@ -7,10 +7,11 @@
 //! failing seed replays exactly.
 //!
 //! A run has three phases: a fault phase (drops, delays, reordering, duplicates, partitions,
-//! clogged nodes, crashes and restarts, under client load), a heal (all links restored,
-//! crashed nodes restarted) and a liveness phase (the cluster must converge and serve a probe
+//! clogged nodes, crashes and restarts, damaged and forged messages, under client load), a
+//! heal (all links restored, crashed nodes restarted) and a liveness phase (the cluster must converge and serve a probe
 //! transaction from every node). Checkers run on every step; see [`Checker`].
 
+pub mod forge;
 pub mod kv;
 pub mod network;
 pub mod node;
@@ -42,6 +43,12 @@ const CLIENT_INFLIGHT_MAX: usize = 4;
 const EVENTS_MAX: u64 = 3_000_000;
 /// Polls of one node in a row that may still produce output; more means a livelock.
 const POLL_ROUNDS_MAX: usize = 1_000;
+/// Bursts of forged messages a run's fault phase may hold.
+const FORGERY_BURSTS_MAX: u64 = 8;
+/// Forged messages in one burst, at most.
+const FORGERY_BURST_LEN_MAX: u64 = 4;
+/// What a damaged copy of a message is called when it must be refused.
+const DAMAGED: &str = "damaged frame";
 
 /// What one run does.
 #[derive(Clone, Debug)]
@@ -86,6 +93,10 @@ pub struct SimReport {
     pub transfers: u64,
     /// Events processed.
     pub events: u64,
+    /// Damaged messages delivered (each one refused, or the run fails).
+    pub refused_damaged: u64,
+    /// Forged messages delivered that the receiver had to refuse (and did).
+    pub refused_forgeries: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -116,9 +127,12 @@ enum Event {
         incarnation: u64,
     },
     Deliver {
-        from: usize,
+        /// The sending slot; `None` for a forged message.
+        from: Option<usize>,
         to: usize,
         bytes: Vec<u8>,
+        /// Set for a damaged or forged message the receiver must refuse: what it is.
+        must_refuse: Option<&'static str>,
     },
     ApplyDone {
         slot: usize,
@@ -142,6 +156,8 @@ enum Event {
     },
     Fault(Fault),
     HealLinks,
+    /// A burst of forged messages.
+    Forge,
     Restart {
         slot: usize,
     },
@@ -318,6 +334,7 @@ impl Simulation {
         }
         if self.options.faults {
             self.schedule_faults();
+            self.schedule_forgeries();
         }
         self.schedule(self.options.fault_phase_us, Event::EndFaultPhase);
         let deadline = self.options.fault_phase_us + self.options.liveness_deadline_us;
@@ -534,6 +551,46 @@ impl Simulation {
         }
     }
 
+    fn schedule_forgeries(&mut self) {
+        for _ in 0..self.rng.gen_range(0..=FORGERY_BURSTS_MAX) {
+            let at = self.rng.gen_range(200_000..self.options.fault_phase_us);
+            self.schedule(at, Event::Forge);
+        }
+    }
+
+    /// Sends a burst of forged messages to live nodes, built from what an eavesdropper
+    /// knows of them.
+    fn forge(&mut self) {
+        let targets: Vec<forge::Target> = self
+            .nodes
+            .iter()
+            .filter(|n| n.alive)
+            .filter_map(|n| {
+                let group = n.group.as_ref()?;
+                Some(forge::Target {
+                    slot: n.slot,
+                    raft_id: group.me().raft_id,
+                    uuid: group.me().uuid,
+                    term: group.status().term,
+                    address: SimNode::address(n.slot),
+                })
+            })
+            .collect();
+        for _ in 0..self.rng.gen_range(1..=FORGERY_BURST_LEN_MAX) {
+            let Some(forged) = forge::forge(&mut self.rng, &targets) else {
+                return;
+            };
+            let delay = self.rng.gen_range(20..3_000);
+            let event = Event::Deliver {
+                from: None,
+                to: forged.to,
+                bytes: forged.bytes,
+                must_refuse: forged.must_refuse.then_some(forged.what),
+            };
+            self.schedule(delay, event);
+        }
+    }
+
     fn handle(&mut self, event: Event) -> Result<(), String> {
         match event {
             Event::Tick { slot, incarnation } => {
@@ -546,7 +603,12 @@ impl Simulation {
                 self.retry_transfer(slot);
                 self.process(slot)
             }
-            Event::Deliver { from, to, bytes } => {
+            Event::Deliver {
+                from,
+                to,
+                bytes,
+                must_refuse,
+            } => {
                 let node = &mut self.nodes[to];
                 if !node.alive {
                     return Ok(());
@@ -554,6 +616,16 @@ impl Simulation {
                 // Refusals (a departed sender, a duplicate) are expected under faults; the
                 // group logs them and carries on, as it must.
                 let result = node.group().receive(Nanos(self.now_us * 1_000), &bytes);
+                if let Some(what) = must_refuse {
+                    if result.is_ok() {
+                        return Err(format!("node {to} took a message it must refuse: {what}"));
+                    }
+                    if what == DAMAGED {
+                        self.report.refused_damaged += 1;
+                    } else {
+                        self.report.refused_forgeries += 1;
+                    }
+                }
                 // SIM_TRACE=1 prints every delivered message and what the receiver made of
                 // it: the first thing to read when a seed fails.
                 if std::env::var_os("SIM_TRACE").is_some() {
@@ -570,6 +642,7 @@ impl Simulation {
                         Ok((_, other)) => format!("{other:?}").chars().take(60).collect(),
                         Err(e) => e.to_string(),
                     };
+                    let from = from.map_or("forger".to_owned(), |slot| slot.to_string());
                     eprintln!("{} {from}->{to} {what} => {result:?}", self.now_us);
                 }
                 self.process(to)
@@ -658,6 +731,12 @@ impl Simulation {
             Event::Fault(fault) => self.inject(fault),
             Event::HealLinks => {
                 self.network.heal();
+                Ok(())
+            }
+            Event::Forge => {
+                if self.fault_phase {
+                    self.forge();
+                }
                 Ok(())
             }
             Event::Restart { slot } => {
@@ -759,17 +838,7 @@ impl Simulation {
                 else {
                     continue;
                 };
-                let delays = self.network.route(&mut self.rng, slot, to);
-                for delay in delays {
-                    self.schedule(
-                        delay,
-                        Event::Deliver {
-                            from: slot,
-                            to,
-                            bytes: message.bytes.clone(),
-                        },
-                    );
-                }
+                self.send(slot, to, &message.bytes);
             }
             for delivery in deliveries {
                 self.on_delivery(slot, delivery)?;
@@ -793,6 +862,29 @@ impl Simulation {
             }
         }
         unreachable!("the loop returns")
+    }
+
+    /// Puts a message on the network from `from` to `to`: lost, delayed, duplicated, and
+    /// now and then followed by a damaged copy.
+    fn send(&mut self, from: usize, to: usize, bytes: &[u8]) {
+        for delay in self.network.route(&mut self.rng, from, to) {
+            let copy = Event::Deliver {
+                from: Some(from),
+                to,
+                bytes: bytes.to_vec(),
+                must_refuse: None,
+            };
+            self.schedule(delay, copy);
+            if self.rng.gen_bool(self.network.faults.corrupt_probability) {
+                let damaged = Event::Deliver {
+                    from: Some(from),
+                    to,
+                    bytes: forge::corrupt(&mut self.rng, bytes),
+                    must_refuse: Some(DAMAGED),
+                };
+                self.schedule(delay, damaged);
+            }
+        }
     }
 
     fn on_delivery(&mut self, slot: usize, delivery: Delivery) -> Result<(), String> {

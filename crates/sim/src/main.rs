@@ -16,7 +16,7 @@ struct Arguments {
     /// Seeds to run, as START..END (END exclusive) or a single seed.
     #[arg(long, default_value = "0..100")]
     seeds: String,
-    /// Run without network faults, partitions or crashes.
+    /// Run without network faults, partitions, crashes, or damaged and forged messages.
     #[arg(long)]
     no_faults: bool,
     /// Client transactions per seed.

@@ -21,6 +21,9 @@ pub struct NetworkFaults {
     pub spike_probability: f64,
     /// Length of a spike, microseconds.
     pub spike_us: u64,
+    /// Probability that a damaged copy of a message (a bit flipped, or cut short) arrives
+    /// too. The receiver must refuse every one.
+    pub corrupt_probability: f64,
 }
 
 impl NetworkFaults {
@@ -33,6 +36,7 @@ impl NetworkFaults {
             delay_max_us: 100,
             spike_probability: 0.0,
             spike_us: 0,
+            corrupt_probability: 0.0,
         }
     }
 
@@ -45,6 +49,7 @@ impl NetworkFaults {
             delay_max_us: rng.gen_range(200..3_000),
             spike_probability: rng.gen_range(0.0..0.01),
             spike_us: rng.gen_range(10_000..200_000),
+            corrupt_probability: rng.gen_range(0.0..0.005),
         }
     }
 }

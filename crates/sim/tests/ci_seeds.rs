@@ -1,6 +1,7 @@
 //! The CI-sized simulator run: 200 seeds with every kind of fault, each checked by all the
 //! checkers (same deliveries, same verdicts, consecutive seqnos, ordered commits, no lost
-//! acknowledged write, equal synced databases, liveness after the heal).
+//! acknowledged write, equal synced databases, liveness after the heal, every damaged or
+//! forged message that must be refused refused).
 
 use sim::{run_seed, SimOptions};
 
@@ -38,5 +39,14 @@ fn faults_really_happen_in_the_ci_seeds() {
     assert!(
         reports.iter().map(|r| r.cert_failures).sum::<u64>() > 0,
         "conflicts happen"
+    );
+    let with = |count: fn(&sim::SimReport) -> u64| reports.iter().filter(|r| count(r) > 0).count();
+    assert!(
+        with(|r| r.refused_damaged) >= 30,
+        "damaged frames reach most runs"
+    );
+    assert!(
+        with(|r| r.refused_forgeries) >= 20,
+        "forged messages reach many runs"
     );
 }

@@ -1,7 +1,22 @@
 //! The arguments MariaDB passes to an SST script, and the `[sst]` settings of `my.cnf`.
+//!
+//! TLS for the transfer (see [`resolve_tls`]), first match wins:
+//! 1. `[sst] tkey`, `tcert` and optionally `tca` (MariaDB's older names);
+//! 2. `[sst] ssl-key`, `ssl-cert` and optionally `ssl-ca`;
+//! 3. the provider's `socket.ssl_key`, `socket.ssl_cert`, `socket.ssl_ca`,
+//!    `socket.ssl_password_file` and `socket.ssl_cipher` from `wsrep_provider_options`
+//!    (the server's command line, else its option files), when `socket.ssl` is on;
+//! 4. none: plaintext (the session secret is still never sent, see [`crate::session`]).
+//!
+//! `[sst] encrypt` does not matter. A CA defaults to the certificate file, as in Galera;
+//! an encrypted `[sst]` key is read with `socket.ssl_password_file`. Naming only some of a
+//! set (a key without a certificate) is an error, not a silent fallback to plaintext.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use options::ProviderOptions;
+use tls::{Labels, TlsFiles};
 
 use crate::SstError;
 
@@ -209,6 +224,8 @@ pub struct Settings {
     /// `donor_nice`: how much the donor's transfer (this program and mariadb-backup) lowers
     /// its CPU priority, so that the donor's clients keep theirs (default 10; 0 keeps it).
     pub donor_nice: i32,
+    /// The TLS files of every connection, `None` for plaintext (see [`resolve_tls`]).
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for Settings {
@@ -225,6 +242,7 @@ impl Default for Settings {
             use_memory: None,
             connect_timeout: 600,
             donor_nice: 10,
+            tls: None,
         }
     }
 }
@@ -337,25 +355,237 @@ impl Settings {
         let mut settings = Settings::default();
         let pairs = read_group(args, "sst")?;
         settings.apply(&pairs)?;
+        settings.tls = resolve_tls(&pairs, provider_options(args))?;
         Ok(settings)
     }
 }
 
-/// The `key=value` pairs of one option group of the server's configuration.
-pub fn read_group(args: &Args, group: &str) -> Result<Vec<(String, String)>, SstError> {
+/// The `[sst]` option names of one set of TLS files, and the labels its errors use.
+struct SstTlsNames {
+    key: &'static str,
+    cert: &'static str,
+    ca: &'static str,
+    /// A CA directory: not supported (the TLS stack takes a CA file).
+    capath: &'static str,
+    labels: Labels,
+}
+
+/// MariaDB's two sets of `[sst]` names, older first: the first set that names anything is
+/// used, as the stock SST scripts do.
+const SST_TLS_NAMES: [SstTlsNames; 2] = [
+    SstTlsNames {
+        key: "tkey",
+        cert: "tcert",
+        ca: "tca",
+        capath: "tcapath",
+        labels: Labels::SST,
+    },
+    SstTlsNames {
+        key: "ssl-key",
+        cert: "ssl-cert",
+        ca: "ssl-ca",
+        capath: "ssl-capath",
+        labels: Labels {
+            key: "[sst] ssl-key",
+            cert: "[sst] ssl-cert",
+            ca: "[sst] ssl-ca",
+            password_file: "socket.ssl_password_file",
+        },
+    },
+];
+
+/// The TLS files of the trireme SST from the `[sst]` pairs and the provider's options (see
+/// the module documentation for the order); `None`: plaintext. `provider` is only consulted
+/// for `socket.ssl_password_file` when `[sst]` names the files, so an error reading it
+/// matters only when the provider's files are the ones to use.
+pub fn resolve_tls(
+    sst: &[(String, String)],
+    provider: Result<Option<ProviderOptions>, SstError>,
+) -> Result<Option<TlsFiles>, SstError> {
+    for names in &SST_TLS_NAMES {
+        if let Some(files) = sst_tls_files(sst, names, &provider)? {
+            return Ok(Some(files));
+        }
+    }
+    let Some(options) = provider? else {
+        return Ok(None);
+    };
+    if !options.socket_ssl {
+        return Ok(None);
+    }
+    // The options crate refuses socket.ssl without both files; this only guards the types.
+    let (Some(key), Some(cert)) = (options.socket_ssl_key, options.socket_ssl_cert) else {
+        return Err(SstError::Config(
+            "socket.ssl is on but socket.ssl_key or socket.ssl_cert is not set".into(),
+        ));
+    };
+    Ok(Some(TlsFiles {
+        key: key.into(),
+        cert: cert.into(),
+        ca: options.socket_ssl_ca.map(PathBuf::from),
+        password_file: options.socket_ssl_password_file.map(PathBuf::from),
+        cipher: options.socket_ssl_cipher,
+        labels: Labels::PROVIDER,
+    }))
+}
+
+/// One `[sst]` set: `None` when it names nothing, an error when it names only part.
+fn sst_tls_files(
+    sst: &[(String, String)],
+    names: &SstTlsNames,
+    provider: &Result<Option<ProviderOptions>, SstError>,
+) -> Result<Option<TlsFiles>, SstError> {
+    let [key, cert, ca, capath] =
+        [names.key, names.cert, names.ca, names.capath].map(|name| last_value(sst, name));
+    if let Some(capath) = capath {
+        return Err(SstError::Config(format!(
+            "[sst] {}={capath:?}: the trireme SST takes a CA file, not a directory: name \
+             the CA file with [sst] {} instead",
+            names.capath, names.ca
+        )));
+    }
+    let (key, cert) = match (key, cert) {
+        (None, None) if ca.is_none() => return Ok(None),
+        (Some(key), Some(cert)) => (key, cert),
+        (key, cert) => {
+            let unset: Vec<&str> = [(names.key, key), (names.cert, cert)]
+                .iter()
+                .filter(|(_, value)| value.is_none())
+                .map(|(name, _)| *name)
+                .collect();
+            return Err(SstError::Config(format!(
+                "[sst] names part of a TLS setup but not [sst] {}: the trireme SST uses TLS \
+                 when [sst] names both {} and {} (both sides present a certificate); set \
+                 both, or none of {}, {} and {}",
+                unset.join(" and [sst] "),
+                names.key,
+                names.cert,
+                names.key,
+                names.cert,
+                names.ca
+            )));
+        }
+    };
+    let password_file = provider
+        .as_ref()
+        .ok()
+        .and_then(|options| options.as_ref()?.socket_ssl_password_file.clone());
+    Ok(Some(TlsFiles {
+        key: key.into(),
+        cert: cert.into(),
+        ca: ca.map(PathBuf::from),
+        password_file: password_file.map(PathBuf::from),
+        cipher: None,
+        labels: names.labels,
+    }))
+}
+
+/// An option name as the server compares it: `_` and `-` alike, `loose-` ignored.
+fn option_name(raw: &str) -> String {
+    let name = raw.trim().replace('_', "-");
+    match name.strip_prefix("loose-") {
+        Some(rest) => rest.to_string(),
+        None => name,
+    }
+}
+
+/// The value of the last occurrence of `name` (the server's rule), `None` when it is
+/// absent or empty.
+fn last_value<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .rev()
+        .find(|(key, _)| option_name(key) == name)
+        .map(|(_, value)| value.trim())
+        .filter(|value| !value.is_empty())
+}
+
+/// The server's `wsrep_provider_options`, parsed; `None` when it sets none.
+pub fn provider_options(args: &Args) -> Result<Option<ProviderOptions>, SstError> {
+    let Some(text) = provider_options_text(args)? else {
+        return Ok(None);
+    };
+    ProviderOptions::parse(&text)
+        .map(|(options, _warnings)| Some(options))
+        .map_err(|error| {
+            SstError::Config(format!(
+                "wsrep_provider_options cannot be read for the SST's TLS settings \
+                 (socket.ssl_*): {error}"
+            ))
+        })
+}
+
+/// The server's `wsrep_provider_options` text: its command line wins over its option files.
+pub fn provider_options_text(args: &Args) -> Result<Option<String>, SstError> {
+    const NAME: &str = "wsrep-provider-options";
+    let mut found = None;
+    let mut arguments = args.mysqld_args.iter();
+    while let Some(argument) = arguments.next() {
+        let Some(option) = argument.strip_prefix("--") else {
+            continue;
+        };
+        match option.split_once('=') {
+            Some((key, value)) if option_name(key) == NAME => found = Some(value.to_string()),
+            None if option_name(option) == NAME => found = arguments.next().cloned(),
+            _ => {}
+        }
+    }
+    if found.is_some() {
+        return Ok(found);
+    }
+    let pairs = read_server_groups(args)?;
+    Ok(last_value(&pairs, NAME).map(str::to_string))
+}
+
+/// The groups the server reads (`[mysqld]`, `[server]`, `[mariadb]`, `[galera]`, ...).
+const SERVER_GROUPS: &[&str] = &[
+    "mysqld",
+    "server",
+    "mysqld-10.11",
+    "mariadb",
+    "mariadb-10.11",
+    "mariadbd",
+    "client-server",
+    "galera",
+];
+
+/// The `key=value` pairs of the groups the server reads, in `my_print_defaults --mysqld`'s
+/// order; without that tool, those groups of the defaults file.
+fn read_server_groups(args: &Args) -> Result<Vec<(String, String)>, SstError> {
+    if let Some(pairs) = print_defaults(args, "--mysqld") {
+        return Ok(pairs);
+    }
+    let Some(path) = &args.defaults_file else {
+        return Ok(Vec::new());
+    };
+    let mut pairs = Vec::new();
+    for group in SERVER_GROUPS {
+        pairs.extend(read_group_from_file(path, group)?);
+    }
+    Ok(pairs)
+}
+
+/// `my_print_defaults`' pairs for a group (or `--mysqld`); `None` when it cannot run.
+fn print_defaults(args: &Args, group: &str) -> Option<Vec<(String, String)>> {
     let mut cmd = Command::new("my_print_defaults");
     cmd.args(args.defaults_options()).arg(group);
-    if let Ok(out) = cmd.output() {
-        if out.status.success() {
-            return Ok(String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|line| {
-                    let line = line.strip_prefix("--")?;
-                    let (k, v) = line.split_once('=').unwrap_or((line, ""));
-                    Some((k.to_string(), v.to_string()))
-                })
-                .collect());
-        }
+    let out = cmd.output().ok().filter(|out| out.status.success())?;
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| {
+                let line = line.strip_prefix("--")?;
+                let (k, v) = line.split_once('=').unwrap_or((line, ""));
+                Some((k.to_string(), v.to_string()))
+            })
+            .collect(),
+    )
+}
+
+/// The `key=value` pairs of one option group of the server's configuration.
+pub fn read_group(args: &Args, group: &str) -> Result<Vec<(String, String)>, SstError> {
+    if let Some(pairs) = print_defaults(args, group) {
+        return Ok(pairs);
     }
     match &args.defaults_file {
         Some(path) => read_group_from_file(path, group),
@@ -426,14 +656,15 @@ mod tests {
         assert!(Args::parse(&argv("--role x --address a --datadir d")).is_err());
     }
 
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn settings_validate_with_named_errors() {
         let mut s = Settings::default();
-        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
-            list.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
         s.apply(&pairs(&[
             ("parallel", "6"),
             ("rlimit", "100M"),
@@ -448,5 +679,131 @@ mod tests {
         assert!(s.apply(&pairs(&[("parallel", "0")])).is_err());
         assert_eq!(parse_bytes("2G"), Some(2 << 30));
         assert_eq!(parse_bytes("x"), None);
+    }
+
+    fn provider(text: &str) -> Result<Option<ProviderOptions>, SstError> {
+        let (options, _warnings) = ProviderOptions::parse(text).unwrap();
+        Ok(Some(options))
+    }
+
+    const PROVIDER_TLS: &str = "socket.ssl_key=/p/key.pem;socket.ssl_cert=/p/cert.pem;\
+                                socket.ssl_ca=/p/ca.pem;socket.ssl_password_file=/p/pw;\
+                                socket.ssl_cipher=AES256";
+
+    #[test]
+    fn sst_names_win_over_the_provider_files() {
+        let sst = pairs(&[
+            ("tkey", "/s/key.pem"),
+            ("tcert", "/s/cert.pem"),
+            ("tca", "/s/ca.pem"),
+            ("ssl-key", "/other/key.pem"),
+            ("encrypt", "0"),
+        ]);
+        let files = resolve_tls(&sst, provider(PROVIDER_TLS)).unwrap().unwrap();
+        assert_eq!(files.labels, Labels::SST);
+        assert_eq!(files.key, PathBuf::from("/s/key.pem"));
+        assert_eq!(files.cert, PathBuf::from("/s/cert.pem"));
+        assert_eq!(files.ca, Some(PathBuf::from("/s/ca.pem")));
+        assert_eq!(files.password_file, Some(PathBuf::from("/p/pw")));
+        assert_eq!(files.cipher, None);
+        let later = pairs(&[("tkey", "/old"), ("tcert", "/c"), ("tkey", "/new")]);
+        let files = resolve_tls(&later, Ok(None)).unwrap().unwrap();
+        assert_eq!(
+            files.key,
+            PathBuf::from("/new"),
+            "the last occurrence counts"
+        );
+        // An unreadable provider string matters only when its files are the ones to use.
+        let broken = || Err(SstError::Config("unreadable".into()));
+        assert!(resolve_tls(&later, broken()).unwrap().is_some());
+        assert!(resolve_tls(&[], broken()).is_err());
+    }
+
+    #[test]
+    fn ssl_key_names_work_in_every_spelling() {
+        let sst = pairs(&[("ssl_key", "/s/k.pem"), ("loose-ssl-cert", "/s/c.pem")]);
+        let files = resolve_tls(&sst, provider(PROVIDER_TLS)).unwrap().unwrap();
+        assert_eq!(files.labels.key, "[sst] ssl-key");
+        assert_eq!(files.key, PathBuf::from("/s/k.pem"));
+        assert_eq!(files.cert, PathBuf::from("/s/c.pem"));
+        assert_eq!(
+            files.ca, None,
+            "the CA defaults to the certificate in the TLS crate"
+        );
+    }
+
+    #[test]
+    fn the_provider_files_apply_when_sst_names_none_else_plaintext() {
+        let sst = pairs(&[("parallel", "4"), ("encrypt", "4"), ("tkey", "")]);
+        let files = resolve_tls(&sst, provider(PROVIDER_TLS)).unwrap().unwrap();
+        assert_eq!(files.labels, Labels::PROVIDER);
+        assert_eq!(files.key, PathBuf::from("/p/key.pem"));
+        assert_eq!(files.ca, Some(PathBuf::from("/p/ca.pem")));
+        assert_eq!(files.cipher.as_deref(), Some("AES256"));
+        let off = format!("{PROVIDER_TLS};socket.ssl=no");
+        assert_eq!(resolve_tls(&sst, provider(&off)).unwrap(), None);
+        assert_eq!(resolve_tls(&sst, provider("gcache.size=1G")).unwrap(), None);
+        assert_eq!(resolve_tls(&sst, Ok(None)).unwrap(), None);
+    }
+
+    #[test]
+    fn a_partial_tls_setup_is_a_named_error() {
+        let error = |list: &[(&str, &str)]| {
+            resolve_tls(&pairs(list), provider(PROVIDER_TLS))
+                .unwrap_err()
+                .to_string()
+        };
+        let key_only = error(&[("tkey", "/k")]);
+        assert!(key_only.contains("not [sst] tcert:"), "{key_only}");
+        let ca_only = error(&[("tca", "/ca")]);
+        assert!(
+            ca_only.contains("not [sst] tkey and [sst] tcert"),
+            "{ca_only}"
+        );
+        let cert_only = error(&[("ssl-cert", "/c")]);
+        assert!(cert_only.contains("not [sst] ssl-key:"), "{cert_only}");
+        let capath = error(&[("tkey", "/k"), ("tcert", "/c"), ("tcapath", "/dir")]);
+        assert!(capath.contains("[sst] tcapath"), "{capath}");
+    }
+
+    #[test]
+    fn provider_options_come_from_the_command_line_then_the_option_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let cnf = dir.path().join("my.cnf");
+        std::fs::write(
+            &cnf,
+            "[mysqld]\nwsrep_provider_options=\"socket.ssl_key=/f/k;socket.ssl_cert=/f/c\"\n\
+             [sst]\nparallel=2\n",
+        )
+        .unwrap();
+        let base = format!(
+            "--role joiner --address a --datadir d --defaults-file {}",
+            cnf.display()
+        );
+        let from_file = Args::parse(&argv(&base)).unwrap();
+        assert_eq!(
+            provider_options_text(&from_file).unwrap().as_deref(),
+            Some("socket.ssl_key=/f/k;socket.ssl_cert=/f/c")
+        );
+        let settings = Settings::load(&from_file).unwrap();
+        assert_eq!(settings.streams, 2);
+        let tls = settings.tls.expect("the provider's TLS files");
+        assert_eq!(
+            (tls.labels, tls.key),
+            (Labels::PROVIDER, PathBuf::from("/f/k"))
+        );
+        let command_line = format!(
+            "{base} --mysqld-args --wsrep_provider_options=gcache.size=1G \
+             --loose-wsrep-provider-options socket.ssl=no"
+        );
+        let from_command_line = Args::parse(&argv(&command_line)).unwrap();
+        assert_eq!(
+            provider_options_text(&from_command_line)
+                .unwrap()
+                .as_deref(),
+            Some("socket.ssl=no"),
+            "the command line wins, its last occurrence"
+        );
+        assert_eq!(Settings::load(&from_command_line).unwrap().tls, None);
     }
 }

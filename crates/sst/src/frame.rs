@@ -25,7 +25,11 @@ const PREFIX_BYTES: usize = 16;
 /// The largest header accepted (a resume manifest of a very large datadir still fits).
 pub const MAX_HEADER_BYTES: u32 = 256 << 20;
 /// The largest payload accepted: a piece, compressed or not, with room for zstd's overhead.
+/// Also the largest uncompressed length a `Data` frame may announce.
 pub const MAX_PAYLOAD_BYTES: u32 = 4 << 20;
+/// The most a length field makes a reader allocate ahead of the bytes it has received: a
+/// long header or payload is received in steps of at most this, or of what already arrived.
+pub const READ_AHEAD: usize = 64 << 10;
 
 /// One piece the joiner already holds, as its journal recorded it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,8 +216,8 @@ pub fn read_frame(input: &mut impl Read, payload: &mut Vec<u8>) -> Result<Option
             "frame lengths {header_len}/{payload_len} exceed the limits"
         )));
     }
-    let mut header = vec![0u8; header_len as usize];
-    read_body(input, &mut header, "a frame header")?;
+    let mut header = Vec::new();
+    read_body(input, header_len, &mut header, "a frame header")?;
     if crc32c::crc32c_append(crc32c::crc32c(&prefix[..12]), &header) != crc {
         return Err(SstError::Protocol(
             "a frame header failed its CRC32C check".into(),
@@ -221,19 +225,46 @@ pub fn read_frame(input: &mut impl Read, payload: &mut Vec<u8>) -> Result<Option
     }
     let frame: Frame = bincode::deserialize(&header)
         .map_err(|e| SstError::Protocol(format!("a frame header does not decode: {e}")))?;
-    payload.resize(payload_len as usize, 0);
-    read_body(input, payload, "a piece's payload")?;
+    if let Frame::Data { len, .. } = frame {
+        // The joiner sizes its decompression buffer by it.
+        if len > MAX_PAYLOAD_BYTES {
+            return Err(SstError::Protocol(format!(
+                "a piece of {len} bytes exceeds the limit of {MAX_PAYLOAD_BYTES}"
+            )));
+        }
+    }
+    read_body(input, payload_len, payload, "a piece's payload")?;
     Ok(Some(frame))
 }
 
-fn read_body(input: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), SstError> {
-    input.read_exact(buf).map_err(|e| {
+fn read_body(
+    input: &mut impl Read,
+    len: u32,
+    buf: &mut Vec<u8>,
+    what: &str,
+) -> Result<(), SstError> {
+    read_bounded(input, len as usize, buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             SstError::Protocol(format!("the stream ended inside {what}"))
         } else {
             SstError::io(format!("reading {what}"), e)
         }
     })
+}
+
+/// Reads exactly `len` bytes into `buf` (replacing its contents), allocating as the bytes
+/// arrive: beyond the capacity `buf` already has, never more than [`READ_AHEAD`] plus twice
+/// what was received, whatever `len` claims.
+pub(crate) fn read_bounded(input: &mut impl Read, len: usize, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.clear();
+    while buf.len() < len {
+        let received = buf.len();
+        let step = (len - received).min(READ_AHEAD.max(received));
+        buf.reserve_exact(step);
+        buf.resize(received + step, 0);
+        input.read_exact(&mut buf[received..])?;
+    }
+    Ok(())
 }
 
 /// Reads the next frame and fails unless there is one.
@@ -319,5 +350,317 @@ mod tests {
             error.to_string().contains("not a trireme SST frame"),
             "{error}"
         );
+    }
+}
+
+/// Fuzz targets for [`read_frame`]: no byte sequence panics it, no length field makes it
+/// allocate ahead of the bytes, and every frame it returns writes and reads back the same.
+/// Also the damage the other SST fuzz targets share. `scripts/fuzz.sh` runs them longer.
+#[cfg(test)]
+pub(crate) mod fuzz {
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    use super::*;
+
+    /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
+    const FUZZ_CASES: u32 = 5000;
+
+    /// `PROPTEST_CASES` if set, else `default`.
+    pub(crate) fn cases(default: u32) -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|cases| cases.parse().ok())
+            .unwrap_or(default)
+    }
+
+    /// One way to damage bytes.
+    #[derive(Clone, Debug)]
+    pub(crate) enum Mutation {
+        Flip(Index, u8),
+        Set(Index, u8),
+        /// A little-endian value of `width` bytes written over whatever is there.
+        Wide(Index, u64, usize),
+        Truncate(Index),
+        Insert(Index, Vec<u8>),
+    }
+
+    pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
+        let huge = prop_oneof![
+            Just(u64::MAX),
+            Just(u64::from(u32::MAX)),
+            Just(u64::from(MAX_HEADER_BYTES)),
+            Just(256 << 20),
+            any::<u64>(),
+        ];
+        prop_oneof![
+            3 => (any::<Index>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
+            2 => (any::<Index>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
+            2 => (any::<Index>(), huge, prop_oneof![Just(4usize), Just(8)])
+                .prop_map(|(at, v, w)| Mutation::Wide(at, v, w)),
+            1 => any::<Index>().prop_map(Mutation::Truncate),
+            1 => (any::<Index>(), proptest::collection::vec(any::<u8>(), 1..24))
+                .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
+        ]
+    }
+
+    pub(crate) fn apply(bytes: &mut Vec<u8>, mutation: &Mutation) {
+        let len = bytes.len();
+        if len == 0 {
+            return;
+        }
+        match mutation {
+            Mutation::Flip(at, bit) => bytes[at.index(len)] ^= 1 << bit,
+            Mutation::Set(at, value) => bytes[at.index(len)] = *value,
+            Mutation::Wide(at, value, width) => {
+                let at = at.index(len);
+                let end = (at + width).min(len);
+                bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
+            }
+            Mutation::Truncate(at) => bytes.truncate(at.index(len)),
+            Mutation::Insert(at, more) => {
+                let at = at.index(len + 1);
+                bytes.splice(at..at, more.iter().copied());
+            }
+        }
+    }
+
+    /// A reader that hands out at most `step` bytes per call, as a socket may.
+    pub(crate) struct Trickle<'a> {
+        pub(crate) bytes: &'a [u8],
+        pub(crate) step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof!["[a-z/.]{0,12}", ".{0,6}"]
+    }
+
+    fn frame() -> impl Strategy<Value = Frame> {
+        let held = (text(), any::<u64>(), any::<u32>(), any::<u64>()).prop_map(
+            |(path, offset, len, digest)| HeldPiece {
+                path,
+                offset,
+                len,
+                digest,
+            },
+        );
+        prop_oneof![
+            (any::<u64>(), any::<u16>(), any::<u16>()).prop_map(|(session, stream, streams)| {
+                Frame::Hello {
+                    session,
+                    stream,
+                    streams,
+                }
+            }),
+            (proptest::option::of(text()), any::<u64>(), text()).prop_map(
+                |(bypass, estimated_bytes, server_version)| Frame::Plan {
+                    bypass,
+                    estimated_bytes,
+                    server_version
+                }
+            ),
+            proptest::collection::vec(held, 0..4).prop_map(|held| Frame::Accept { held }),
+            text().prop_map(|message| Frame::Error { message }),
+            (
+                any::<u64>(),
+                text(),
+                any::<u64>(),
+                0..=MAX_PAYLOAD_BYTES,
+                any::<u32>(),
+                any::<bool>()
+            )
+                .prop_map(|(seq, path, offset, len, crc, compressed)| Frame::Data {
+                    seq,
+                    path,
+                    offset,
+                    len,
+                    crc,
+                    compressed
+                }),
+            (any::<u64>(), text(), any::<u64>(), any::<u32>()).prop_map(
+                |(seq, path, offset, len)| Frame::Same {
+                    seq,
+                    path,
+                    offset,
+                    len
+                }
+            ),
+            (any::<u64>(), text()).prop_map(|(seq, path)| Frame::File { seq, path }),
+            (any::<u64>(), any::<u16>()).prop_map(|(seq, waiting_permille)| Frame::Ack {
+                seq,
+                waiting_permille
+            }),
+            (any::<u64>(), text()).prop_map(|(seq, reason)| Frame::Nack { seq, reason }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(pieces, bytes, files)| {
+                Frame::Done {
+                    pieces,
+                    bytes,
+                    files,
+                }
+            }),
+            Just(Frame::Finished),
+        ]
+    }
+
+    /// The prefix checksum made right for whatever the prefix now claims, if the header it
+    /// claims is all there.
+    fn reseal(bytes: &mut [u8]) {
+        if bytes.len() < PREFIX_BYTES {
+            return;
+        }
+        let header_len = u32::from_le_bytes(bytes[4..8].try_into().expect("4")) as usize;
+        if let Some(header) = bytes.get(PREFIX_BYTES..PREFIX_BYTES + header_len) {
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..12]), header);
+            bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+
+    /// Reads frames until the end or an error; checks every frame read, and returns them.
+    fn read_all(bytes: &[u8], step: usize) -> Result<Vec<(Frame, Vec<u8>)>, TestCaseError> {
+        let mut input = Trickle { bytes, step };
+        let mut frames = Vec::new();
+        let mut payload = Vec::new();
+        while let Ok(Some(frame)) = read_frame(&mut input, &mut payload) {
+            prop_assert!(payload.len() <= MAX_PAYLOAD_BYTES as usize);
+            if let Frame::Data { len, .. } = frame {
+                prop_assert!(len <= MAX_PAYLOAD_BYTES);
+            }
+            let mut again = Vec::new();
+            write_frame(&mut again, &frame, &payload).expect("to memory");
+            let mut again_payload = Vec::new();
+            let reread = read_frame(&mut &again[..], &mut again_payload)
+                .ok()
+                .flatten();
+            prop_assert_eq!(reread.as_ref(), Some(&frame));
+            prop_assert_eq!(&again_payload, &payload);
+            frames.push((frame, payload.clone()));
+        }
+        Ok(frames)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+
+        /// Arbitrary bytes, most behind a valid magic and version with the prefix checksum
+        /// made to match, so that the bincode header decoder is what gets exercised.
+        #[test]
+        fn fuzz_sst_frame_arbitrary_bytes(
+            lengths in (0u32..80, 0u32..40),
+            tail in proptest::collection::vec(any::<u8>(), 0..200),
+            prefix in prop_oneof![3 => Just(true), 1 => Just(false)],
+            step in prop_oneof![Just(usize::MAX), 1usize..16],
+        ) {
+            let mut bytes = Vec::new();
+            if prefix {
+                bytes.extend_from_slice(&MAGIC);
+                bytes.extend_from_slice(&[VERSION, 0]);
+                bytes.extend_from_slice(&lengths.0.to_le_bytes());
+                bytes.extend_from_slice(&lengths.1.to_le_bytes());
+                bytes.extend_from_slice(&[0; 4]);
+            }
+            bytes.extend_from_slice(&tail);
+            if prefix {
+                reseal(&mut bytes);
+            }
+            read_all(&bytes, step)?;
+        }
+
+        /// Real frames with flipped and overwritten bytes, huge lengths, cuts and insertions,
+        /// the first prefix resealed or not: never a panic; undamaged, they read back as sent.
+        #[test]
+        fn fuzz_sst_frame_mutated(
+            frames in proptest::collection::vec(
+                (frame(), proptest::collection::vec(any::<u8>(), 0..32)),
+                1..4,
+            ),
+            mutations in proptest::collection::vec(mutation(), 0..3),
+            seal in any::<bool>(),
+            step in prop_oneof![Just(usize::MAX), 1usize..16],
+        ) {
+            let mut bytes = Vec::new();
+            for (frame, payload) in &frames {
+                write_frame(&mut bytes, frame, payload).expect("to memory");
+            }
+            for mutation in &mutations {
+                apply(&mut bytes, mutation);
+            }
+            if seal {
+                reseal(&mut bytes);
+            }
+            let read = read_all(&bytes, step)?;
+            if mutations.is_empty() {
+                prop_assert_eq!(read, frames);
+            }
+        }
+
+        /// A length claimed in a frame allocates only as its bytes arrive: with N bytes
+        /// available, the buffer never holds more than READ_AHEAD + 2N, and a claim beyond
+        /// the bytes is an error.
+        #[test]
+        fn fuzz_sst_read_bounded_allocates_as_bytes_arrive(
+            claim in prop_oneof![
+                Just(MAX_HEADER_BYTES as usize),
+                Just(256 << 20),
+                0usize..300_000,
+            ],
+            available in 0usize..300_000,
+            step in prop_oneof![Just(usize::MAX), 1usize..5000],
+        ) {
+            let data: Vec<u8> = (0..available).map(|i| i as u8).collect();
+            let mut input = Trickle { bytes: &data, step };
+            let mut buf = Vec::new();
+            let result = read_bounded(&mut input, claim, &mut buf);
+            prop_assert!(
+                buf.capacity() <= READ_AHEAD + 2 * available,
+                "{} bytes allocated for a claim of {} with {} available",
+                buf.capacity(), claim, available
+            );
+            if claim <= available {
+                prop_assert!(result.is_ok());
+                prop_assert_eq!(&buf[..], &data[..claim]);
+            } else {
+                prop_assert_eq!(result.map_err(|e| e.kind()), Err(io::ErrorKind::UnexpectedEof));
+            }
+        }
+    }
+
+    /// A prefix claiming the largest header, with a few bytes behind it, is a stream that
+    /// ended inside a header; a `Data` frame announcing more than a payload can hold is
+    /// refused before its payload is read.
+    #[test]
+    fn oversized_claims_are_refused() {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&[VERSION, 0]);
+        bytes.extend_from_slice(&MAX_HEADER_BYTES.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&[0; 24]);
+        let error = read_frame(&mut &bytes[..], &mut Vec::new()).expect_err("truncated");
+        assert!(
+            error.to_string().contains("ended inside a frame header"),
+            "{error}"
+        );
+
+        let data = Frame::Data {
+            seq: 1,
+            path: "a".into(),
+            offset: 0,
+            len: u32::MAX,
+            crc: 0,
+            compressed: true,
+        };
+        let mut bytes = Vec::new();
+        write_frame(&mut bytes, &data, b"tiny").expect("to memory");
+        let error = read_frame(&mut &bytes[..], &mut Vec::new()).expect_err("oversized");
+        assert!(error.to_string().contains("exceeds the limit"), "{error}");
     }
 }

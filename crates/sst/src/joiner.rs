@@ -13,12 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{unbounded, Sender};
+use crossbeam_channel::{unbounded, RecvTimeoutError};
+use tls::Stream;
 
 use crate::config::{Args, Settings};
 use crate::frame::{self, expect_frame, read_frame, write_frame, Frame, HeldPiece};
 use crate::journal::Journal;
 use crate::progress::{progress_path, ProgressFile};
+use crate::session::{self, set_timeouts, Secret, Session};
 use crate::swap::{self, journal_path, staging_dir};
 use crate::xbstream::check_relative_path;
 use crate::{exit_code, log, SstError};
@@ -28,6 +30,11 @@ pub const DEFAULT_PORT: u16 = 4444;
 /// Disk kept free beyond the snapshot: mariadb-backup's prepare writes some, and a full
 /// disk under a starting server is worse than a refused SST.
 const HEADROOM_BYTES: u64 = 256 << 20;
+/// How long an admitted donor has to send its `Hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the joiner looks for a new connection (the listener does not block, so that
+/// the deadline and the server's presence are checked).
+const ACCEPT_POLL: Duration = Duration::from_millis(20);
 
 /// The `major.minor.patch` of a version string (`10.11.19-MariaDB-0+deb12u1` -> `10.11.19`).
 pub fn release_of(version: &str) -> Option<String> {
@@ -83,14 +90,17 @@ pub struct Joined {
 /// Everything up to `ready`: checks that touch nothing, then the listening socket.
 pub struct Prepared {
     listener: TcpListener,
-    session: u64,
-    /// The text to print after `ready `.
+    session: Session,
+    /// The text to print after `ready ` (it holds the session secret: print it only there).
     pub ready: String,
+    /// The address and the public session id, for logs and the progress file.
+    pub listening: String,
     tool_release: String,
 }
 
 /// The checks that touch nothing, and the listener. Each failure names its cause and fix.
 pub fn preflight(args: &Args, settings: &Settings) -> Result<Prepared, SstError> {
+    let tls = session::load_tls(settings.tls.as_ref())?;
     if !args.separate_innodb_dirs.is_empty() {
         return Err(SstError::Preflight {
             message: format!(
@@ -143,7 +153,7 @@ pub fn preflight(args: &Args, settings: &Settings) -> Result<Prepared, SstError>
     listener
         .set_nonblocking(true)
         .map_err(|e| SstError::io("configuring the listener", e))?;
-    let session = crate::random_u64();
+    let session = Session::new(Secret::generate()?, tls);
     let host = args
         .address
         .rsplit_once(':')
@@ -153,11 +163,23 @@ pub fn preflight(args: &Args, settings: &Settings) -> Result<Prepared, SstError>
     } else {
         host
     };
-    let ready = format!("{host}:{}/{}/{session:016x}", address.port(), crate::METHOD);
+    let ready = format!(
+        "{host}:{}/{}/{}",
+        address.port(),
+        crate::METHOD,
+        session.secret().to_hex()
+    );
+    let listening = format!(
+        "{host}:{} (session {:016x}{})",
+        address.port(),
+        session.secret().session_id(),
+        if session.is_tls() { ", TLS" } else { "" }
+    );
     Ok(Prepared {
         listener,
         session,
         ready,
+        listening,
         tool_release,
     })
 }
@@ -187,7 +209,8 @@ pub fn run_joiner(
     settings: &Settings,
     prepared: Prepared,
 ) -> Result<Joined, SstError> {
-    let mut progress = ProgressFile::new(progress_path(&args.datadir), "joiner", &prepared.ready);
+    let mut progress =
+        ProgressFile::new(progress_path(&args.datadir), "joiner", &prepared.listening);
     progress.phase("waiting");
     let result = receive(args, settings, prepared, &mut progress);
     if let Err(error) = &result {
@@ -196,64 +219,91 @@ pub fn run_joiner(
     result
 }
 
+/// Why a connection did not become a stream of the transfer.
+enum Refused {
+    /// Turned away (not the donor, or not provable as the donor); keep waiting.
+    Connection(String),
+    /// The donor, admitted, reports that it cannot send: the transfer is over.
+    Transfer(SstError),
+}
+
+/// Waits for the next stream of the donor. Connections that fail TLS or the proof of the
+/// secret are turned away with a warning; if none is admitted in time, the error names the
+/// last refusal, so that a TLS or session mismatch is not reported as a mere timeout.
 fn accept(
     listener: &TcpListener,
-    session: u64,
+    session: &Session,
     deadline: Instant,
     parent: Option<u32>,
-) -> Result<(TcpStream, u16, u16), SstError> {
+) -> Result<(Stream, u16, u16), SstError> {
+    let mut turned_away: Option<String> = None;
     loop {
         match listener.accept() {
-            Ok((mut connection, peer)) => {
-                connection
-                    .set_nonblocking(false)
-                    .map_err(|e| SstError::io("configuring a connection", e))?;
-                let _ = connection.set_nodelay(true);
-                let _ = connection.set_read_timeout(Some(Duration::from_secs(60)));
-                match expect_frame(&mut connection, &mut Vec::new(), "the donor's Hello") {
-                    Ok(Frame::Hello {
-                        session: s,
-                        stream,
-                        streams,
-                    }) if s == session => {
-                        let _ = connection.set_read_timeout(None);
-                        return Ok((connection, stream, streams));
-                    }
-                    Ok(Frame::Hello { .. }) => {
-                        let message = "this connection belongs to an older SST session".to_string();
-                        let _ = write_frame(&mut connection, &Frame::Error { message }, &[]);
-                        log(
-                            "WARNING",
-                            &format!("turned away {peer}: it belongs to an older SST session"),
-                        );
-                    }
-                    Err(SstError::Peer(message)) => {
-                        return Err(SstError::Peer(format!(
-                            "the donor at {peer} reports: {message}"
-                        )))
-                    }
-                    Ok(other) => log(
-                        "WARNING",
-                        &format!("turned away {peer}: it sent {} before Hello", other.kind()),
-                    ),
-                    Err(error) => log("WARNING", &format!("turned away {peer}: {error}")),
+            Ok((tcp, peer)) => match admit_donor(tcp, peer, session) {
+                Ok(admitted) => return Ok(admitted),
+                Err(Refused::Transfer(error)) => return Err(error),
+                Err(Refused::Connection(reason)) => {
+                    log("WARNING", &format!("turned away {peer}: {reason}"));
+                    turned_away = Some(format!("{peer}: {reason}"));
                 }
-            }
+            },
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
-                    return Err(SstError::Peer(
-                        "no donor connected in time: check the donor's error log".into(),
-                    ));
+                    return Err(SstError::Peer(match turned_away {
+                        Some(last) => format!(
+                            "no donor was admitted in time; the last connection turned away \
+                             was from {last}"
+                        ),
+                        None => "no donor connected in time: check the donor's error log".into(),
+                    }));
                 }
                 if parent.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
                     return Err(SstError::Peer(
                         "the server that started this SST is gone".into(),
                     ));
                 }
-                thread::sleep(Duration::from_millis(20));
+                thread::sleep(ACCEPT_POLL);
             }
             Err(e) => return Err(SstError::io("accepting a donor connection", e)),
         }
+    }
+}
+
+/// TLS and the proof of the secret (see [`Session::admit`]), then the donor's `Hello`.
+fn admit_donor(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    session: &Session,
+) -> Result<(Stream, u16, u16), Refused> {
+    tcp.set_nonblocking(false)
+        .map_err(|e| Refused::Connection(format!("cannot configure the connection: {e}")))?;
+    let _ = tcp.set_nodelay(true);
+    let mut stream = session
+        .admit(tcp, &peer.to_string())
+        .map_err(Refused::Connection)?;
+    let _ = stream.tcp().set_read_timeout(Some(HELLO_TIMEOUT));
+    match expect_frame(&mut stream, &mut Vec::new(), "the donor's Hello") {
+        Ok(Frame::Hello {
+            session: id,
+            stream: number,
+            streams,
+        }) if id == session.secret().session_id() => {
+            set_timeouts(stream.tcp(), None).map_err(|e| {
+                Refused::Connection(format!("cannot configure the connection: {e}"))
+            })?;
+            Ok((stream, number, streams))
+        }
+        Ok(Frame::Hello { .. }) => Err(Refused::Connection(
+            "its Hello names another SST session".into(),
+        )),
+        Err(SstError::Peer(message)) => Err(Refused::Transfer(SstError::Peer(format!(
+            "the donor at {peer} reports: {message}"
+        )))),
+        Ok(other) => Err(Refused::Connection(format!(
+            "it sent {} before Hello",
+            other.kind()
+        ))),
+        Err(error) => Err(Refused::Connection(error.to_string())),
     }
 }
 
@@ -266,7 +316,7 @@ fn receive(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(settings.connect_timeout);
     let (mut control, stream, streams) =
-        accept(&prepared.listener, prepared.session, deadline, args.parent)?;
+        accept(&prepared.listener, &prepared.session, deadline, args.parent)?;
     if stream != 0 || streams == 0 {
         return Err(SstError::Protocol(format!(
             "the first stream is {stream} of {streams}"
@@ -295,7 +345,7 @@ fn receive(
         progress.phase("done");
         return Ok(Joined { position });
     }
-    let refuse = |control: &mut TcpStream, error: SstError| -> SstError {
+    let refuse = |control: &mut Stream, error: SstError| -> SstError {
         let _ = write_frame(
             control,
             &Frame::Error {
@@ -379,7 +429,7 @@ fn receive(
     let mut connections = vec![(0u16, control)];
     while connections.len() < usize::from(streams) {
         let (connection, stream, count) =
-            accept(&prepared.listener, prepared.session, deadline, args.parent)?;
+            accept(&prepared.listener, &prepared.session, deadline, args.parent)?;
         if count != streams || stream == 0 || connections.iter().any(|(s, _)| *s == stream) {
             return Err(SstError::Protocol(format!(
                 "unexpected stream {stream} of {count}"
@@ -398,64 +448,14 @@ fn receive(
     );
 
     let shared = Arc::new(Receiving::new(staging.clone(), held, Some(journal)));
-    let (events_tx, events_rx) = unbounded::<Event>();
-    let mut control_writer = None;
-    for (stream, connection) in connections {
-        if stream == 0 {
-            control_writer = Some(
-                connection
-                    .try_clone()
-                    .map_err(|e| SstError::io("cloning stream 0", e))?,
-            );
-        }
-        let shared = shared.clone();
-        let events = events_tx.clone();
-        thread::Builder::new()
-            .name(format!("sst-recv-{stream}"))
-            .spawn(move || {
-                let result = receive_stream(connection, stream, &shared, &events);
-                let _ = events.send(Event::Ended { stream, result });
-            })
-            .map_err(|e| SstError::io("starting a thread", e))?;
-    }
-    drop(events_tx);
-    let mut control_writer = control_writer.expect("stream 0 exists");
     let copy_started = Instant::now();
-    let mut ended = 0;
-    let done = loop {
-        match events_rx.recv_timeout(Duration::from_millis(250)) {
-            Ok(Event::Done {
-                pieces,
-                bytes,
-                files,
-            }) => break (pieces, bytes, files),
-            Ok(Event::Ended { stream, result }) => {
-                ended += 1;
-                if let Err(error) = result {
-                    return Err(SstError::Peer(format!(
-                        "stream {stream} broke before the snapshot was complete: {error}; \
-                         the datadir is untouched and {} pieces are kept in {} for the next \
-                         attempt",
-                        shared.pieces.load(Ordering::Relaxed),
-                        staging.display()
-                    )));
-                }
-                if ended == usize::from(streams) {
-                    return Err(SstError::Peer(
-                        "the donor closed every stream without finishing".into(),
-                    ));
-                }
-            }
-            Err(_) => {}
-        }
-        shared.flush_journal();
-        progress.update(
-            shared.bytes.load(Ordering::Relaxed),
-            shared.resumed.load(Ordering::Relaxed),
-        );
-    };
-    shared.flush_journal();
-    let (pieces, bytes, files) = done;
+    let (announced, mut control_writer) =
+        receive_streams(connections, &shared, progress, &staging)?;
+    let Announced {
+        pieces,
+        bytes,
+        files,
+    } = announced;
     let got_pieces = shared.pieces.load(Ordering::Relaxed);
     let got_bytes = shared.bytes.load(Ordering::Relaxed);
     let extents = std::mem::take(&mut *lock(&shared.extents));
@@ -521,16 +521,79 @@ fn receive(
     Ok(Joined { position })
 }
 
-pub(crate) enum Event {
+/// What a receiver thread reports.
+enum Event {
+    /// Stream 0 brought the donor's `Done`; its connection carries the answer.
     Done {
-        pieces: u64,
-        bytes: u64,
-        files: u64,
+        announced: Announced,
+        control: Box<Stream>,
     },
-    Ended {
-        stream: u16,
-        result: Result<(), SstError>,
-    },
+    /// A stream broke.
+    Ended { stream: u16, error: SstError },
+}
+
+/// The counts the donor announced in `Done`.
+pub(crate) struct Announced {
+    pieces: u64,
+    bytes: u64,
+    files: u64,
+}
+
+/// How often the joiner writes the journal and the progress file while it receives.
+const EVENT_POLL: Duration = Duration::from_millis(250);
+
+/// Runs one receiver thread per stream until stream 0 brings the donor's `Done`; returns
+/// the counts it announced and stream 0's connection, for the answer.
+fn receive_streams(
+    connections: Vec<(u16, Stream)>,
+    shared: &Arc<Receiving>,
+    progress: &mut ProgressFile,
+    staging: &Path,
+) -> Result<(Announced, Stream), SstError> {
+    let (events_tx, events_rx) = unbounded::<Event>();
+    for (stream, mut connection) in connections {
+        let shared = shared.clone();
+        let events = events_tx.clone();
+        thread::Builder::new()
+            .name(format!("sst-recv-{stream}"))
+            .spawn(move || {
+                let event = match receive_stream(&mut connection, stream, &shared) {
+                    Ok(announced) => Event::Done {
+                        announced,
+                        control: Box::new(connection),
+                    },
+                    Err(error) => Event::Ended { stream, error },
+                };
+                let _ = events.send(event);
+            })
+            .map_err(|e| SstError::io("starting a thread", e))?;
+    }
+    drop(events_tx);
+    loop {
+        let event = events_rx.recv_timeout(EVENT_POLL);
+        shared.flush_journal();
+        match event {
+            Ok(Event::Done { announced, control }) => return Ok((announced, *control)),
+            Ok(Event::Ended { stream, error }) => {
+                return Err(SstError::Peer(format!(
+                    "stream {stream} broke before the snapshot was complete: {error}; the \
+                     datadir is untouched and {} pieces are kept in {} for the next attempt",
+                    shared.pieces.load(Ordering::Relaxed),
+                    staging.display()
+                )))
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(SstError::Peer(
+                    "the donor closed every stream without finishing".into(),
+                ))
+            }
+        }
+        progress.update(
+            shared.bytes.load(Ordering::Relaxed),
+            shared.resumed.load(Ordering::Relaxed),
+        );
+    }
 }
 
 struct JournalBuffer {
@@ -646,21 +709,21 @@ impl Receiving {
     }
 }
 
-/// One stream's receiver.
+/// One stream's receiver: verifies and writes what the donor sends and answers every
+/// frame. Stream 0 returns with the donor's `Done`; the others only end in an error (once
+/// the snapshot is confirmed, nobody waits for them any more).
 pub(crate) fn receive_stream(
-    mut connection: TcpStream,
+    connection: &mut Stream,
     stream: u16,
     shared: &Receiving,
-    events: &Sender<Event>,
-) -> Result<(), SstError> {
+) -> Result<Announced, SstError> {
     let mut payload = Vec::new();
     let mut waited = Duration::ZERO;
     let mut window_start = Instant::now();
     let mut waiting_permille = 0u16;
-    let mut finished = false;
     loop {
         let before = Instant::now();
-        let frame = read_frame(&mut connection, &mut payload)?;
+        let frame = read_frame(connection, &mut payload)?;
         waited += before.elapsed();
         if window_start.elapsed() >= Duration::from_secs(1) {
             waiting_permille = (waited.as_secs_f64() / window_start.elapsed().as_secs_f64()
@@ -670,11 +733,7 @@ pub(crate) fn receive_stream(
             window_start = Instant::now();
         }
         let Some(frame) = frame else {
-            return if finished {
-                Ok(())
-            } else {
-                Err(SstError::Peer("the donor closed the stream".into()))
-            };
+            return Err(SstError::Peer("the donor closed the stream".into()));
         };
         let reply = match frame {
             Frame::Data {
@@ -768,13 +827,11 @@ pub(crate) fn receive_stream(
                 bytes,
                 files,
             } if stream == 0 => {
-                finished = true;
-                let _ = events.send(Event::Done {
+                return Ok(Announced {
                     pieces,
                     bytes,
                     files,
-                });
-                continue;
+                })
             }
             Frame::Error { message } => {
                 return Err(SstError::Peer(format!("the donor reports: {message}")))
@@ -786,7 +843,7 @@ pub(crate) fn receive_stream(
                 )))
             }
         };
-        write_frame(&mut connection, &reply, &[])
+        write_frame(connection, &reply, &[])
             .map_err(|e| SstError::io("acknowledging a piece", e))?;
     }
 }
@@ -956,6 +1013,65 @@ mod tests {
             Some("10.11.19")
         );
         assert_eq!(release_of("nothing"), None);
+    }
+
+    /// A joiner's listener, as `preflight` makes it.
+    fn listener() -> (TcpListener, SocketAddr) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let address = listener.local_addr().unwrap();
+        (listener, address)
+    }
+
+    /// Starts a donor's side of one connection. The TCP connection is made here, so that
+    /// it waits in the listener's queue before the joiner looks.
+    fn donor(session: Session, address: SocketAddr) -> thread::JoinHandle<Result<(), SstError>> {
+        let tcp = TcpStream::connect(address).unwrap();
+        thread::spawn(move || {
+            let mut stream = session.open(tcp, &address.to_string())?;
+            let hello = Frame::Hello {
+                session: session.secret().session_id(),
+                stream: 0,
+                streams: 1,
+            };
+            write_frame(&mut stream, &hello, &[]).map_err(|e| SstError::io("hello", e))?;
+            stream.flush().map_err(|e| SstError::io("hello", e))
+        })
+    }
+
+    #[test]
+    fn a_tls_mismatch_is_named_when_no_donor_is_admitted() {
+        use crate::session::tests::tls;
+        let (listener, address) = listener();
+        let secret = Secret::generate().unwrap();
+        let joiner = Session::new(secret.clone(), tls("node.key", "node.pem", "ca.pem"));
+        let plaintext = donor(Session::new(secret, None), address);
+        // The deadline has passed: the queued connection is still handled first.
+        let error = accept(&listener, &joiner, Instant::now(), None).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("turned away"), "{message}");
+        assert!(message.contains("connected without TLS"), "{message}");
+        let donor_error = plaintext.join().unwrap().unwrap_err().to_string();
+        assert!(donor_error.contains("requires TLS"), "{donor_error}");
+    }
+
+    #[test]
+    fn the_chosen_donor_is_admitted_after_a_stale_one_was_turned_away() {
+        let (listener, address) = listener();
+        let secret = Secret::generate().unwrap();
+        let joiner = Session::new(secret.clone(), None);
+        let stale = donor(Session::new(Secret::generate().unwrap(), None), address);
+        let chosen = donor(Session::new(secret, None), address);
+        // A bound that a passing run never reaches: both connections are queued already.
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let (_stream, number, streams) = accept(&listener, &joiner, deadline, None).unwrap();
+        assert_eq!((number, streams), (0, 1));
+        chosen.join().unwrap().unwrap();
+        let stale_error = stale.join().unwrap().unwrap_err().to_string();
+        assert!(
+            stale_error.contains("did not prove the session secret"),
+            "{stale_error}"
+        );
     }
 
     #[test]

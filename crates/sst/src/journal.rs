@@ -12,6 +12,8 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use crate::frame::HeldPiece;
+use crate::xbstream::check_relative_path;
+use crate::PIECE_BYTES;
 
 /// Where the journal lives and what it holds.
 pub struct Journal {
@@ -34,9 +36,14 @@ fn parse_line(line: &str) -> Option<HeldPiece> {
     }
     let mut fields = body.splitn(4, ' ');
     let offset = fields.next()?.parse().ok()?;
-    let len = fields.next()?.parse().ok()?;
+    let len: u32 = fields.next()?.parse().ok()?;
     let digest = u64::from_str_radix(fields.next()?, 16).ok()?;
     let path = fields.next()?.to_string();
+    // What this joiner wrote is never longer than a piece nor outside the staging
+    // directory; anything else is damage, and must not size a buffer or name a file.
+    if u64::from(len) > PIECE_BYTES || check_relative_path(&path).is_err() {
+        return None;
+    }
     Some(HeldPiece {
         path,
         offset,
@@ -123,5 +130,162 @@ mod tests {
         let (_, held, skipped) = Journal::open(&path).unwrap();
         assert_eq!(held, vec![piece("a b/c", 0, 3)]);
         assert_eq!(skipped, 2);
+    }
+}
+
+/// Fuzz targets for the journal's reader: no line or file content panics it, and every piece
+/// it lists is one the joiner could have written (a piece's length at most, a path inside
+/// the staging directory), so none can size a buffer or name a file outside. `scripts/fuzz.sh`
+/// runs them longer.
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::frame::fuzz::{apply, cases, mutation};
+
+    /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
+    const FUZZ_CASES: u32 = 5000;
+    /// Cases of the target that writes and reopens a journal file per case.
+    const FUZZ_CASES_FILE: u32 = 1000;
+
+    fn piece() -> impl Strategy<Value = HeldPiece> {
+        (
+            prop_oneof![4 => "[a-z]{1,5}( [a-z]{1,3})?(/[a-z.]{1,5}){0,2}", 1 => ".{0,8}"],
+            any::<u64>(),
+            prop_oneof![0..=PIECE_BYTES as u32, any::<u32>()],
+            any::<u64>(),
+        )
+            .prop_map(|(path, offset, len, digest)| HeldPiece {
+                path,
+                offset,
+                len,
+                digest,
+            })
+    }
+
+    /// A line as [`line_of`] writes it, with the fields as given (any text) and a checksum
+    /// that matches.
+    fn sealed_line(fields: &str) -> String {
+        format!("{:08x} {fields}", crc32c::crc32c(fields.as_bytes()))
+    }
+
+    /// A new file name for one case, in a directory all cases share. Never the same name
+    /// twice: rewriting one file in place makes some file systems flush it on every close.
+    fn scratch_file(what: &str) -> PathBuf {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        scratch_dir().join(format!("{what}-{n}"))
+    }
+
+    /// A directory for the files of one case after another.
+    fn scratch_dir() -> &'static Path {
+        static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+        DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+            .path()
+    }
+
+    fn plausible(piece: &HeldPiece) -> bool {
+        u64::from(piece.len) <= PIECE_BYTES && check_relative_path(&piece.path).is_ok()
+    }
+
+    /// What every parsed line must satisfy.
+    fn check_line(line: &str) -> Result<(), TestCaseError> {
+        if let Some(piece) = parse_line(line) {
+            prop_assert!(plausible(&piece), "{:?}", piece);
+            let again = line_of(&piece);
+            prop_assert_eq!(parse_line(again.trim_end_matches('\n')), Some(piece));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+
+        /// Arbitrary text, and arbitrary fields under a matching checksum: a piece only if
+        /// it is plausible, and then it writes and reads back the same.
+        #[test]
+        fn fuzz_sst_journal_line_arbitrary(
+            text in ".{0,60}",
+            fields in "[0-9a-f +-]{0,40}( .{0,10})?",
+            seal in any::<bool>(),
+        ) {
+            check_line(&text)?;
+            let line = if seal { sealed_line(&fields) } else { fields };
+            check_line(&line)?;
+        }
+
+        /// Real lines, damaged and resealed or not: read back as written when undamaged and
+        /// plausible, never an implausible piece.
+        #[test]
+        fn fuzz_sst_journal_line_mutated(
+            piece in piece(),
+            mutations in proptest::collection::vec(mutation(), 0..3),
+            seal in any::<bool>(),
+        ) {
+            let line = line_of(&piece);
+            let line = line.trim_end_matches('\n');
+            if mutations.is_empty() {
+                let parsed = parse_line(line);
+                prop_assert_eq!(parsed.as_ref(), plausible(&piece).then_some(&piece));
+            }
+            let mut bytes = line.as_bytes().to_vec();
+            for mutation in &mutations {
+                apply(&mut bytes, mutation);
+            }
+            let damaged = String::from_utf8_lossy(&bytes);
+            check_line(&damaged)?;
+            if seal {
+                if let Some((_, fields)) = damaged.split_once(' ') {
+                    check_line(&sealed_line(fields))?;
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES_FILE)))]
+
+        /// Whole journal files, damaged: opening lists plausible pieces only, one per
+        /// (path, offset), and counts every other non-empty line as skipped.
+        #[test]
+        fn fuzz_sst_journal_file_damaged(
+            pieces in proptest::collection::vec(piece(), 0..8),
+            mutations in proptest::collection::vec(mutation(), 0..4),
+        ) {
+            let mut bytes: Vec<u8> = pieces.iter().flat_map(|p| line_of(p).into_bytes()).collect();
+            for mutation in &mutations {
+                apply(&mut bytes, mutation);
+            }
+            let path = scratch_file("journal");
+            fs::write(&path, &bytes).expect("write");
+            let (journal, held, skipped) = Journal::open(&path).expect("open");
+            journal.remove().expect("rm");
+            prop_assert!(held.iter().all(plausible));
+            let mut keys: Vec<(&str, u64)> = held.iter().map(|p| (p.path.as_str(), p.offset)).collect();
+            keys.dedup();
+            prop_assert_eq!(keys.len(), held.len());
+            let lines = bytes.split(|b| *b == b'\n').count();
+            prop_assert!(held.len() + skipped <= lines);
+            if mutations.is_empty() {
+                let good = pieces.iter().filter(|p| plausible(p)).count();
+                prop_assert_eq!(skipped, pieces.len() - good);
+            }
+        }
+    }
+
+    /// A checksummed line claiming a 4 GiB piece, or a path outside the staging directory,
+    /// is damage: the resumed joiner would have read that many bytes, or that file.
+    #[test]
+    fn implausible_lines_are_damage() {
+        for fields in [
+            "0 4294967295 0000000000000001 db/t.ibd",
+            "0 10 0000000000000001 /etc/shadow",
+            "0 10 0000000000000001 ../../etc/shadow",
+        ] {
+            assert_eq!(parse_line(&sealed_line(fields)), None, "{fields}");
+        }
+        let fine = sealed_line("0 1048576 0000000000000001 db/t.ibd");
+        assert_eq!(parse_line(&fine).map(|p| p.len), Some(1 << 20));
     }
 }

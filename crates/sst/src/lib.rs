@@ -28,6 +28,18 @@
 //! every piece whose length and digest are unchanged (a resumed transfer re-reads on the
 //! donor but does not re-send). The old datadir stays untouched until the prepared snapshot
 //! replaces its entries by renames (see [`swap`]).
+//!
+//! Every connection is checked before a frame crosses it (see [`session`]):
+//! - TLS, with both ends presenting a certificate that must chain to the CA file, whenever
+//!   `[sst]` names a key and a certificate (`tkey`/`tcert`/`tca`, or `ssl-key`/`ssl-cert`/
+//!   `ssl-ca`; `encrypt` plays no part), else whenever the provider has TLS on (the
+//!   `socket.ssl_*` files of `wsrep_provider_options`), else plaintext. The donor is the
+//!   TLS client, the joiner the server. See [`config::resolve_tls`].
+//! - The session secret: the `<session>` of the ready address is 256 random bits that reach
+//!   the donor only through the group (the server sends the ready address as its state
+//!   transfer request). Each side proves it holds the secret by an HMAC over fresh nonces,
+//!   so the secret itself never crosses an SST connection, and the joiner refuses every
+//!   connection that does not prove it: only the donor the group chose can stream.
 
 // An I/O shell like `transport`: it runs processes, threads, sockets and the wall clock.
 #![allow(clippy::disallowed_methods)]
@@ -38,6 +50,7 @@ pub mod frame;
 pub mod joiner;
 pub mod journal;
 pub mod progress;
+pub mod session;
 pub mod swap;
 pub mod xbstream;
 
@@ -81,6 +94,9 @@ pub enum SstError {
     /// An external tool (mariadb-backup) failed.
     #[error("{0}")]
     Tool(String),
+    /// A TLS handshake with the other side failed; the message says which side refused what.
+    #[error("{0}")]
+    Tls(String),
 }
 
 impl SstError {
@@ -101,6 +117,7 @@ impl SstError {
             SstError::Protocol(_) => 71, // EPROTO
             SstError::Io { .. } => 32,   // EPIPE
             SstError::Tool(_) => 5,      // EIO
+            SstError::Tls(_) => 71,      // EPROTO, as for a protocol mismatch
         }
     }
 }
@@ -134,22 +151,6 @@ pub fn log(level: &str, message: &str) {
     use std::io::Write;
     let line = format!("WSREP_SST: [{level}] {message}\n");
     let _ = io::stderr().lock().write_all(line.as_bytes());
-}
-
-/// A random u64 from the kernel, for session ids.
-pub fn random_u64() -> u64 {
-    use std::io::Read;
-    let mut bytes = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .is_err()
-    {
-        // Without /dev/urandom, the process id and the address of a stack value still
-        // tell two attempts apart, which is all a session id is for.
-        let fallback = u64::from(std::process::id()) << 32 ^ (&bytes as *const _ as u64);
-        return fallback;
-    }
-    u64::from_le_bytes(bytes)
 }
 
 #[cfg(test)]

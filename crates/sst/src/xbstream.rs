@@ -10,6 +10,7 @@
 
 use std::io::{self, Read};
 
+use crate::frame::read_bounded;
 use crate::SstError;
 
 const MAGIC: &[u8; 8] = b"XBSTCK01";
@@ -89,8 +90,9 @@ impl<R: Read> XbReader<R> {
                     if len > MAX_CHUNK {
                         return Err(self.bad(at, "a chunk is larger than 256 MiB"));
                     }
-                    let mut data = vec![0u8; len as usize];
-                    self.read_exact(&mut data, at)?;
+                    let mut data = Vec::new();
+                    read_bounded(&mut self.input, len as usize, &mut data)
+                        .map_err(|e| self.read_error(e, at))?;
                     self.position += 20 + len;
                     return Ok(Some(Chunk::Payload { path, offset, data }));
                 }
@@ -103,8 +105,11 @@ impl<R: Read> XbReader<R> {
                     if len > MAX_CHUNK {
                         return Err(self.bad(at, "an ignorable chunk is larger than 256 MiB"));
                     }
-                    io::copy(&mut (&mut self.input).take(len), &mut io::sink())
+                    let skipped = io::copy(&mut (&mut self.input).take(len), &mut io::sink())
                         .map_err(|e| SstError::io("skipping an ignorable chunk", e))?;
+                    if skipped < len {
+                        return Err(self.bad(at, "the stream ends inside a chunk"));
+                    }
                     self.position += 20 + len;
                 }
                 other => {
@@ -120,13 +125,17 @@ impl<R: Read> XbReader<R> {
     }
 
     fn read_exact(&mut self, buf: &mut [u8], at: u64) -> Result<(), SstError> {
-        self.input.read_exact(buf).map_err(|e| {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                self.bad(at, "the stream ends inside a chunk")
-            } else {
-                SstError::io("reading mariadb-backup's stream", e)
-            }
-        })
+        self.input
+            .read_exact(buf)
+            .map_err(|e| self.read_error(e, at))
+    }
+
+    fn read_error(&self, error: io::Error, at: u64) -> SstError {
+        if error.kind() == io::ErrorKind::UnexpectedEof {
+            self.bad(at, "the stream ends inside a chunk")
+        } else {
+            SstError::io("reading mariadb-backup's stream", error)
+        }
     }
 
     fn bad(&self, at: u64, what: &str) -> SstError {
@@ -243,5 +252,174 @@ mod tests {
             let stream = encode_payload(path, 0, b"x");
             assert!(XbReader::new(&stream[..]).next_chunk().is_err(), "{path}");
         }
+    }
+}
+
+/// Fuzz targets for [`XbReader`]: no byte sequence panics it, no length field makes it
+/// allocate ahead of the bytes, and every chunk it returns encodes and reads back the same.
+/// `scripts/fuzz.sh` runs them longer.
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::frame::fuzz::{apply, cases, mutation, Trickle};
+
+    /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
+    const FUZZ_CASES: u32 = 5000;
+
+    /// What to put in a stream.
+    #[derive(Clone, Debug)]
+    enum Spec {
+        Payload(String, u64, Vec<u8>),
+        End(String),
+        /// A chunk of an unknown type marked ignorable, with its payload.
+        Ignorable(u8, Vec<u8>),
+    }
+
+    fn spec() -> impl Strategy<Value = Spec> {
+        let path = prop_oneof![4 => "[a-z]{1,6}(/[a-z.]{1,6}){0,2}", 1 => ".{0,8}"];
+        prop_oneof![
+            4 => (path.clone(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..40))
+                .prop_map(|(path, offset, data)| Spec::Payload(path, offset, data)),
+            2 => path.prop_map(Spec::End),
+            1 => (b'a'..=b'z', proptest::collection::vec(any::<u8>(), 0..20))
+                .prop_map(|(kind, data)| Spec::Ignorable(kind, data)),
+        ]
+    }
+
+    fn encode(spec: &Spec, out: &mut Vec<u8>) {
+        match spec {
+            Spec::Payload(path, offset, data) => out.extend(encode_payload(path, *offset, data)),
+            Spec::End(path) => out.extend(encode_end(path)),
+            Spec::Ignorable(kind, data) => {
+                let mut chunk = encode_payload("x", 0, data);
+                chunk[8] = FLAG_IGNORABLE;
+                chunk[9] = *kind;
+                out.extend(chunk);
+            }
+        }
+    }
+
+    fn expected(spec: &Spec) -> Option<Chunk> {
+        match spec {
+            Spec::Payload(path, offset, data) => Some(Chunk::Payload {
+                path: path.clone(),
+                offset: *offset,
+                data: data.clone(),
+            }),
+            Spec::End(path) => Some(Chunk::EndOfFile { path: path.clone() }),
+            Spec::Ignorable(..) => None,
+        }
+    }
+
+    /// Reads chunks until the end or an error; checks every chunk read, and returns them.
+    fn read_all(bytes: &[u8], step: usize) -> Result<(Vec<Chunk>, bool), TestCaseError> {
+        let mut reader = XbReader::new(Trickle { bytes, step });
+        let mut chunks = Vec::new();
+        loop {
+            match reader.next_chunk() {
+                Ok(Some(chunk)) => {
+                    let (path, again) = match &chunk {
+                        Chunk::Payload { path, offset, data } => {
+                            prop_assert!(data.len() as u64 <= MAX_CHUNK);
+                            (path, encode_payload(path, *offset, data))
+                        }
+                        Chunk::EndOfFile { path } => (path, encode_end(path)),
+                    };
+                    prop_assert!(check_relative_path(path).is_ok());
+                    let reread = XbReader::new(&again[..]).next_chunk().ok().flatten();
+                    prop_assert_eq!(reread.as_ref(), Some(&chunk));
+                    chunks.push(chunk);
+                }
+                Ok(None) => return Ok((chunks, true)),
+                Err(_) => return Ok((chunks, false)),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+
+        /// Arbitrary bytes, most behind a chunk magic: never a panic.
+        #[test]
+        fn fuzz_xbstream_arbitrary_bytes(
+            tail in proptest::collection::vec(any::<u8>(), 0..200),
+            magic in any::<bool>(),
+            step in prop_oneof![Just(usize::MAX), 1usize..16],
+        ) {
+            let mut bytes = Vec::new();
+            if magic {
+                bytes.extend_from_slice(MAGIC);
+            }
+            bytes.extend_from_slice(&tail);
+            let (_, clean_end) = read_all(&bytes, step)?;
+            prop_assert!(!clean_end || bytes.is_empty() || magic);
+        }
+
+        /// Real streams with flipped and overwritten bytes, huge lengths, cuts and
+        /// insertions: never a panic; undamaged, they read back as written, and cut short
+        /// they are an error, never a clean end.
+        #[test]
+        fn fuzz_xbstream_mutated(
+            specs in proptest::collection::vec(spec(), 0..5),
+            mutations in proptest::collection::vec(mutation(), 0..3),
+            cut in proptest::option::of(any::<proptest::sample::Index>()),
+            step in prop_oneof![Just(usize::MAX), 1usize..16],
+        ) {
+            let mut bytes = Vec::new();
+            for spec in &specs {
+                encode(spec, &mut bytes);
+            }
+            let valid = specs.iter().all(|spec| match spec {
+                Spec::Payload(path, ..) | Spec::End(path) => check_relative_path(path).is_ok(),
+                Spec::Ignorable(..) => true,
+            });
+            let whole = bytes.clone();
+            for mutation in &mutations {
+                apply(&mut bytes, mutation);
+            }
+            if let Some(cut) = cut {
+                bytes.truncate(cut.index(bytes.len() + 1));
+            }
+            let (chunks, clean_end) = read_all(&bytes, step)?;
+            if mutations.is_empty() && cut.is_none() && valid {
+                prop_assert!(clean_end);
+                let want: Vec<Chunk> = specs.iter().filter_map(expected).collect();
+                prop_assert_eq!(chunks, want);
+            }
+            if valid && bytes.len() < whole.len() && whole.starts_with(&bytes) {
+                // Cut inside or between chunks: only a cut between chunks ends cleanly.
+                let boundaries: Vec<usize> = specs
+                    .iter()
+                    .scan(0, |at, spec| {
+                        let mut one = Vec::new();
+                        encode(spec, &mut one);
+                        *at += one.len();
+                        Some(*at)
+                    })
+                    .collect();
+                let between = bytes.is_empty() || boundaries.contains(&bytes.len());
+                prop_assert_eq!(clean_end, between);
+            }
+        }
+    }
+
+    /// A chunk claiming 256 MiB, or an ignorable one claiming any length, with a few bytes
+    /// behind it is a stream cut inside a chunk.
+    #[test]
+    fn claims_beyond_the_stream_are_errors() {
+        let mut huge = encode_payload("db/t.ibd", 0, b"abcdef");
+        let len_at = 8 + 1 + 1 + 4 + "db/t.ibd".len();
+        huge[len_at..len_at + 8].copy_from_slice(&MAX_CHUNK.to_le_bytes());
+        let error = XbReader::new(&huge[..]).next_chunk().expect_err("cut");
+        assert!(error.to_string().contains("ends inside a chunk"), "{error}");
+
+        let mut ignorable = encode_payload("x", 0, b"abcdef");
+        ignorable[8] = FLAG_IGNORABLE;
+        ignorable[9] = b'Z';
+        ignorable.truncate(ignorable.len() - 2);
+        let error = XbReader::new(&ignorable[..]).next_chunk().expect_err("cut");
+        assert!(error.to_string().contains("ends inside a chunk"), "{error}");
     }
 }

@@ -28,6 +28,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod event_loop;
+pub mod handshake;
 mod net;
 
 use std::fmt;
@@ -88,7 +89,25 @@ pub struct TransportOptions {
     pub max_events_per_poll: usize,
     /// Write buffer of one writer, in bytes.
     pub write_buffer: usize,
+    /// `wsrep_cluster_name`: peers of another cluster are refused at the handshake.
+    pub cluster_name: String,
+    /// TLS for every connection (`socket.ssl_*`); `None`: plaintext.
+    pub tls: Option<Arc<tls::TlsContext>>,
+    /// Longest a new connection may take for TLS and the member handshake.
+    pub handshake_timeout: Duration,
+    /// An inbound connection silent for this long is closed (a peer that vanished without
+    /// a FIN, or one that never sends). Longer than `writer_idle_timeout`, after which a
+    /// peer closes a connection it has no use for.
+    pub idle_timeout: Duration,
+    /// Connections from one address still in their handshake; more are closed on arrival,
+    /// so that one misbehaving source cannot hold every connection slot.
+    pub max_pending_per_source: usize,
+    /// Wait after a peer refused this member (another cluster, TLS) before trying again.
+    pub refused_backoff: Duration,
 }
+
+/// MariaDB's default `wsrep_cluster_name`.
+pub const DEFAULT_CLUSTER_NAME: &str = "my_wsrep_cluster";
 
 impl Default for TransportOptions {
     fn default() -> Self {
@@ -104,6 +123,12 @@ impl Default for TransportOptions {
             writer_idle_timeout: Duration::from_secs(60),
             max_events_per_poll: 4_096,
             write_buffer: 256 << 10,
+            cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
+            tls: None,
+            handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(90),
+            max_pending_per_source: 16,
+            refused_backoff: Duration::from_secs(1),
         }
     }
 }
@@ -126,11 +151,23 @@ pub(crate) struct Shared {
     pub(crate) stopping: AtomicBool,
     /// The node's status as of the last poll that changed something.
     pub(crate) status: Mutex<GroupStatus>,
+    /// The member's current Raft id (it changes when the member rejoins).
+    pub(crate) identity: AtomicU64,
 }
 
 impl Shared {
     pub(crate) fn stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn identity(&self) -> u64 {
+        self.identity.load(Ordering::Acquire)
+    }
+
+    /// Records the node's status after a poll.
+    pub(crate) fn publish(&self, status: GroupStatus) {
+        self.identity.store(status.raft_id, Ordering::Release);
+        *self.status() = status;
     }
 
     pub(crate) fn status(&self) -> MutexGuard<'_, GroupStatus> {
@@ -287,12 +324,7 @@ impl GroupRunner {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        if options.event_queue == 0 || options.delivery_queue == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "event_queue and delivery_queue must be positive",
-            ));
-        }
+        check_options(&options)?;
         let listener = TcpListener::bind(listen_addr)?;
         let local_addr = listener.local_addr()?;
         if contact.address.is_empty() {
@@ -313,6 +345,7 @@ impl GroupRunner {
         };
         let shared = Arc::new(Shared {
             stopping: AtomicBool::new(false),
+            identity: AtomicU64::new(node.me().raft_id),
             status: Mutex::new(node.status()),
         });
         let (events_tx, events_rx) = mpsc::sync_channel(options.event_queue);
@@ -462,6 +495,30 @@ impl GroupRunner {
         }
         tracing::info!(name = %self.name, "group member stopped");
     }
+}
+
+/// Refuses option combinations the transport cannot run with.
+fn check_options(options: &TransportOptions) -> io::Result<()> {
+    let invalid = |message: String| Err(io::Error::new(io::ErrorKind::InvalidInput, message));
+    if options.event_queue == 0 || options.delivery_queue == 0 {
+        return invalid("event_queue and delivery_queue must be positive".into());
+    }
+    if options.cluster_name.len() > handshake::CLUSTER_NAME_MAX {
+        return invalid(format!(
+            "the cluster name is {} bytes long; at most {} are allowed",
+            options.cluster_name.len(),
+            handshake::CLUSTER_NAME_MAX
+        ));
+    }
+    if options.idle_timeout <= options.writer_idle_timeout {
+        return invalid("idle_timeout must exceed writer_idle_timeout".into());
+    }
+    if options.max_pending_per_source == 0
+        || options.max_pending_per_source > options.max_connections
+    {
+        return invalid("max_pending_per_source must be from 1 to max_connections".into());
+    }
+    Ok(())
 }
 
 impl Drop for GroupRunner {

@@ -2,8 +2,9 @@
 //! per destination address.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::io::{self, BufWriter, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -11,8 +12,10 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use group::wire;
+use tls::Stream;
 
 use crate::event_loop::Event;
+use crate::handshake::{self, Bindings, HandshakeError, Introduction};
 use crate::{lock, Shared, TransportOptions};
 
 /// Initial (and usual) size of a reader's buffer.
@@ -21,16 +24,29 @@ const READ_BUFFER: usize = 256 << 10;
 /// A read buffer that grew up to this size is kept for the life of the connection.
 const KEEP_READ_BUFFER: usize = 16 << 20;
 
+/// Sources whose refusals are remembered for rate-limited logging; beyond this the memory
+/// is cleared (and a few refusals are logged twice).
+const REFUSAL_SOURCES_MAX: usize = 1024;
+
+/// A refused source is logged at most once per this interval.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Inbound connections and their reader threads.
 #[derive(Default)]
 pub(crate) struct Connections {
     inner: Mutex<ConnectionsInner>,
+    /// Which address each member id was admitted from.
+    bindings: Bindings,
 }
 
 #[derive(Default)]
 struct ConnectionsInner {
     /// Open connections by id (clones, to shut them down from outside their reader).
     open: HashMap<u64, TcpStream>,
+    /// Connections per source address that have not finished their handshake.
+    pending: HashMap<IpAddr, usize>,
+    /// When each source's last refusal was logged, and how many were not logged since.
+    refusals: HashMap<IpAddr, (Instant, u64)>,
     threads: Vec<JoinHandle<()>>,
     next_id: u64,
     closed: bool,
@@ -50,7 +66,18 @@ impl Connections {
         }
         inner.threads.retain(|thread| !thread.is_finished());
         if inner.open.len() >= options.max_connections {
-            tracing::warn!(%peer, limit = options.max_connections, "too many connections: refused");
+            drop(inner);
+            self.log_refusal(
+                peer,
+                &format!("over {} connections", options.max_connections),
+            );
+            return;
+        }
+        let pending = inner.pending.get(&peer.ip()).copied().unwrap_or(0);
+        if pending >= options.max_pending_per_source {
+            drop(inner);
+            let reason = format!("over {pending} connections from one address in handshake");
+            self.log_refusal(peer, &reason);
             return;
         }
         let clone = match stream.try_clone() {
@@ -64,19 +91,103 @@ impl Connections {
         inner.next_id += 1;
         let connections = Arc::clone(self);
         let events = events.clone();
+        let options = options.clone();
         let spawned = thread::Builder::new()
             .name(format!("trireme-read-{peer}"))
             .spawn(move || {
-                read_loop(stream, peer, &events);
+                connections.serve(stream, peer, &events, &options);
                 lock(&connections.inner).open.remove(&id);
             });
         match spawned {
             Ok(thread) => {
                 inner.open.insert(id, clone);
+                *inner.pending.entry(peer.ip()).or_insert(0) += 1;
                 inner.threads.push(thread);
             }
             Err(error) => tracing::warn!(%peer, %error, "could not start a reader thread"),
         }
+    }
+
+    /// The reader thread: handshake, then frames until the connection ends.
+    fn serve(
+        &self,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        events: &SyncSender<Event>,
+        options: &TransportOptions,
+    ) {
+        let admitted = self.admit(tcp, peer, options);
+        {
+            let mut inner = lock(&self.inner);
+            if let Some(count) = inner.pending.get_mut(&peer.ip()) {
+                *count -= 1;
+                if *count == 0 {
+                    inner.pending.remove(&peer.ip());
+                }
+            }
+        }
+        match admitted {
+            Ok((stream, sender)) => read_loop(stream, peer, sender, events),
+            Err(reason) => self.log_refusal(peer, &reason),
+        }
+    }
+
+    /// TLS (when configured) and the member handshake, within the handshake timeout.
+    fn admit(
+        &self,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        options: &TransportOptions,
+    ) -> Result<(Stream, u64), String> {
+        let bounded = Some(options.handshake_timeout);
+        tcp.set_read_timeout(bounded)
+            .and_then(|()| tcp.set_write_timeout(bounded))
+            .map_err(|error| error.to_string())?;
+        let mut stream = match &options.tls {
+            Some(context) => context
+                .accept(tcp, &peer.to_string())
+                .map_err(|error| error.cause)?,
+            None => {
+                refuse_tls_peer(&tcp)?;
+                Stream::Plain(tcp)
+            }
+        };
+        let introduction = handshake::admit(
+            &mut stream,
+            peer.ip(),
+            &options.cluster_name,
+            &self.bindings,
+        )
+        .map_err(|error| match error {
+            HandshakeError::Io(io) => format!("handshake not completed: {io}"),
+            other => other.to_string(),
+        })?;
+        let tcp = stream.tcp();
+        tcp.set_read_timeout(Some(options.idle_timeout))
+            .and_then(|()| tcp.set_write_timeout(None))
+            .map_err(|error| error.to_string())?;
+        tracing::debug!(%peer, member = introduction.raft_id, tls = stream.is_tls(), "member connected");
+        Ok((stream, introduction.raft_id))
+    }
+
+    /// Logs a refused connection, at most once per source per [`REFUSAL_LOG_INTERVAL`].
+    fn log_refusal(&self, peer: SocketAddr, reason: &str) {
+        let mut inner = lock(&self.inner);
+        if inner.refusals.len() >= REFUSAL_SOURCES_MAX {
+            inner.refusals.clear();
+        }
+        let now = Instant::now();
+        let entry = inner
+            .refusals
+            .entry(peer.ip())
+            .or_insert((now - REFUSAL_LOG_INTERVAL, 0));
+        if now.duration_since(entry.0) < REFUSAL_LOG_INTERVAL {
+            entry.1 += 1;
+            return;
+        }
+        let unlogged = std::mem::replace(entry, (now, 0)).1;
+        drop(inner);
+        tracing::warn!(%peer, %reason, unlogged, "refused a group connection");
     }
 
     /// Refuses new connections, shuts the open ones down and returns their readers to join.
@@ -116,9 +227,24 @@ pub(crate) fn accept_loop(
     }
 }
 
+/// Without TLS, a peer whose first byte starts a TLS handshake is refused by name.
+fn refuse_tls_peer(tcp: &TcpStream) -> Result<(), String> {
+    let mut first = [0u8; 1];
+    match tcp.peek(&mut first) {
+        Ok(1) if tls::looks_like_tls(first[0]) => Err(
+            "the peer speaks TLS, and this node has no socket.ssl_key and socket.ssl_cert: \
+             configure the same TLS on every node"
+                .to_owned(),
+        ),
+        Ok(_) => Ok(()),
+        Err(error) => Err(format!("nothing received: {error}")),
+    }
+}
+
 /// Reads one connection, cutting the stream into frames and forwarding whole frames.
-/// Anything that is not a group frame closes the connection.
-fn read_loop(mut stream: TcpStream, peer: SocketAddr, events: &SyncSender<Event>) {
+/// Anything that is not a group frame from `sender` closes the connection. The buffer grows
+/// with the bytes that arrive, never ahead of them on a length field's word.
+fn read_loop(mut stream: Stream, peer: SocketAddr, sender: u64, events: &SyncSender<Event>) {
     let mut buffer = vec![0u8; READ_BUFFER];
     let mut filled = 0;
     loop {
@@ -127,7 +253,7 @@ fn read_loop(mut stream: TcpStream, peer: SocketAddr, events: &SyncSender<Event>
             Ok(read) => read,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => {
-                tracing::debug!(%peer, %error, "connection ended");
+                tracing::debug!(%peer, %error, "connection ended (closed, idle or reset)");
                 break;
             }
         };
@@ -136,6 +262,12 @@ fn read_loop(mut stream: TcpStream, peer: SocketAddr, events: &SyncSender<Event>
         let mut needed = None;
         loop {
             match wire::frame_len(&buffer[complete..filled]) {
+                Ok(Some(_)) if wire::frame_sender(&buffer[complete..filled]) != Some(sender) => {
+                    tracing::warn!(%peer, member = sender, "a frame claims another member's id: closing the connection");
+                    // Fails only if the connection is already gone.
+                    let _ = stream.tcp().shutdown(Shutdown::Both);
+                    return;
+                }
                 Ok(Some(len)) if len <= filled - complete => complete += len,
                 Ok(Some(len)) => {
                     needed = Some(len);
@@ -145,7 +277,7 @@ fn read_loop(mut stream: TcpStream, peer: SocketAddr, events: &SyncSender<Event>
                 Err(error) => {
                     tracing::warn!(%peer, %error, "not a group frame: closing the connection");
                     // Fails only if the connection is already gone.
-                    let _ = stream.shutdown(Shutdown::Both);
+                    let _ = stream.tcp().shutdown(Shutdown::Both);
                     return;
                 }
             }
@@ -159,8 +291,11 @@ fn read_loop(mut stream: TcpStream, peer: SocketAddr, events: &SyncSender<Event>
             filled -= complete;
         }
         match needed {
-            // A frame bigger than the buffer: grow to hold it (frame_len bounds it).
-            Some(len) if len > buffer.len() => buffer.resize(len, 0),
+            // A frame bigger than the buffer: grow toward it as its bytes arrive, at most
+            // doubling what is already here, so that a length field alone allocates nothing.
+            Some(len) if filled == buffer.len() && len > buffer.len() => {
+                buffer.resize(len.min(buffer.len() * 2), 0);
+            }
             // After a huge frame, go back to the usual size. A buffer that grew for ordinary
             // large messages (chunks of big write-sets, Raft appends) stays: growing it
             // again for every such frame zeroes megabytes each time.
@@ -209,6 +344,7 @@ impl Writer {
             shared,
             options: options.clone(),
             stream: None,
+            introduced_as: 0,
             retry_at: None,
             failing: false,
         };
@@ -268,11 +404,36 @@ struct Connection {
     socket: Arc<Mutex<Option<TcpStream>>>,
     shared: Arc<Shared>,
     options: TransportOptions,
-    stream: Option<BufWriter<TcpStream>>,
+    stream: Option<BufWriter<Stream>>,
+    /// The member id the current connection was introduced with.
+    introduced_as: u64,
     /// No connection attempt before this instant.
     retry_at: Option<Instant>,
     /// True from a failure until the next successful connection (to log transitions only).
     failing: bool,
+}
+
+/// Why a connection could not be opened.
+enum OpenError {
+    /// The peer could not be reached, or the connection broke.
+    Unreachable(io::Error),
+    /// The peer (or TLS) refused this member; the reason says why.
+    Refused(String),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Unreachable(error) => write!(f, "unreachable: {error}"),
+            OpenError::Refused(reason) => write!(f, "refused: {reason}"),
+        }
+    }
+}
+
+impl From<io::Error> for OpenError {
+    fn from(error: io::Error) -> OpenError {
+        OpenError::Unreachable(error)
+    }
 }
 
 impl Connection {
@@ -293,7 +454,7 @@ impl Connection {
             if ok {
                 if let Some(stream) = self.stream.as_mut() {
                     if let Err(error) = stream.flush() {
-                        self.fail(&error);
+                        self.fail(&OpenError::Unreachable(error));
                     }
                 }
             }
@@ -304,6 +465,11 @@ impl Connection {
     /// Writes one batch of frames; false if they were dropped (no connection, or an error).
     fn write(&mut self, bytes: &[u8], frames: usize) -> bool {
         self.queued.fetch_sub(frames, Ordering::Relaxed);
+        if self.stream.is_some() && self.shared.identity() != self.introduced_as {
+            // The member rejoined under a new id: introduce it again, or the peer would
+            // take its frames for a forgery.
+            self.disconnect();
+        }
         if !self.connect() {
             return false;
         }
@@ -313,7 +479,7 @@ impl Connection {
         match stream.write_all(bytes) {
             Ok(()) => true,
             Err(error) => {
-                self.fail(&error);
+                self.fail(&OpenError::Unreachable(error));
                 false
             }
         }
@@ -343,7 +509,34 @@ impl Connection {
         }
     }
 
-    fn open(&self) -> io::Result<TcpStream> {
+    fn open(&mut self) -> Result<Stream, OpenError> {
+        let tcp = self.open_tcp()?;
+        let bounded = Some(self.options.handshake_timeout);
+        tcp.set_read_timeout(bounded)?;
+        tcp.set_write_timeout(bounded)?;
+        let mut stream = match &self.options.tls {
+            Some(context) => context
+                .connect(tcp, &self.address)
+                .map_err(|error| OpenError::Refused(error.cause))?,
+            None => Stream::Plain(tcp),
+        };
+        let introduction = Introduction {
+            raft_id: self.shared.identity(),
+            cluster: self.options.cluster_name.clone(),
+        };
+        handshake::introduce(&mut stream, &introduction).map_err(|error| match error {
+            // Under TLS 1.3 a refused certificate shows on the first read.
+            HandshakeError::Io(io) if stream.is_tls() => OpenError::Refused(tls::explain(&io)),
+            HandshakeError::Io(io) => OpenError::Unreachable(io),
+            other => OpenError::Refused(other.to_string()),
+        })?;
+        self.introduced_as = introduction.raft_id;
+        stream.tcp().set_read_timeout(None)?;
+        stream.tcp().set_write_timeout(None)?;
+        Ok(stream)
+    }
+
+    fn open_tcp(&self) -> io::Result<TcpStream> {
         let mut last_error = io::Error::new(io::ErrorKind::InvalidInput, "no address");
         for address in self.address.to_socket_addrs()? {
             match TcpStream::connect_timeout(&address, self.options.connect_timeout) {
@@ -364,14 +557,19 @@ impl Connection {
         Err(last_error)
     }
 
-    /// Drops the connection and everything queued; connects again after the back-off.
-    fn fail(&mut self, error: &io::Error) {
+    /// Drops the connection and everything queued; connects again after the back-off
+    /// (longer after a refusal, which will not fix itself quickly).
+    fn fail(&mut self, error: &OpenError) {
         if !self.failing && !self.shared.stopping() {
-            tracing::warn!(address = %self.address, %error, "peer unreachable: dropping its frames");
+            tracing::warn!(address = %self.address, "peer {error}: dropping its frames");
         }
+        let backoff = match error {
+            OpenError::Unreachable(_) => self.options.reconnect_backoff,
+            OpenError::Refused(_) => self.options.refused_backoff,
+        };
         self.failing = true;
         self.disconnect();
-        self.retry_at = Some(Instant::now() + self.options.reconnect_backoff);
+        self.retry_at = Some(Instant::now() + backoff);
         while let Ok((_, frames)) = self.queue.try_recv() {
             self.queued.fetch_sub(frames, Ordering::Relaxed);
         }
@@ -382,7 +580,7 @@ impl Connection {
             // The buffered bytes are dropped with the connection.
             let (stream, _) = stream.into_parts();
             // Fails only if the connection is already gone.
-            let _ = stream.shutdown(Shutdown::Both);
+            let _ = stream.tcp().shutdown(Shutdown::Both);
         }
         lock(&self.socket).take();
     }

@@ -11,8 +11,8 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use base::Seqno;
-use group::{Delivery, GroupConfig};
-use transport::{GroupRunner, Role};
+use group::{Contact, Delivery, GroupConfig};
+use transport::{handshake, GroupRunner, Role, TransportOptions, DEFAULT_CLUSTER_NAME};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -35,8 +35,19 @@ struct Member {
 
 impl Member {
     fn start(name: &str, role: Role, seed: u64) -> Member {
-        let mut runner =
-            GroupRunner::start(config(), role, name, any_port(), seed).expect("member starts");
+        Member::start_with(name, role, seed, TransportOptions::default())
+    }
+
+    fn start_with(name: &str, role: Role, seed: u64, options: TransportOptions) -> Member {
+        let mut runner = GroupRunner::start_with_options(
+            config(),
+            role,
+            Contact::new(name, ""),
+            any_port(),
+            seed,
+            options,
+        )
+        .expect("member starts");
         let deliveries = runner.take_deliveries().expect("deliveries are taken once");
         Member {
             runner,
@@ -319,6 +330,12 @@ fn garbage_on_the_wire_is_refused_and_the_group_keeps_ordering() {
     corrupt.extend_from_slice(&[1, 2, 3, 4]);
     corrupt.extend_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
     let mut stream = TcpStream::connect(target).expect("connect");
+    // Past the handshake, as member 7 of the cluster.
+    stream
+        .write_all(&handshake::introduction_bytes(7, DEFAULT_CLUSTER_NAME))
+        .expect("introduce");
+    let mut answer = [0u8; handshake::ADMITTED_ANSWER_LEN];
+    stream.read_exact(&mut answer).expect("admitted");
     for _ in 0..10 {
         stream
             .write_all(&corrupt)
@@ -369,4 +386,81 @@ fn a_member_that_cannot_reach_its_seed_keeps_trying_and_stops_cleanly() {
         "shutdown took {:?}",
         started.elapsed()
     );
+}
+
+/// The test certificates (`scripts/make-test-certs.sh`), made once per test binary.
+fn certs() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir =
+            std::env::temp_dir().join(format!("trireme-transport-certs-{}", std::process::id()));
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../scripts/make-test-certs.sh");
+        let status = std::process::Command::new(script)
+            .arg(&dir)
+            .status()
+            .expect("openssl script");
+        assert!(status.success(), "make-test-certs.sh failed");
+        dir
+    })
+}
+
+/// Transport options with TLS from the test certificate `name` (`node`, `rogue`, ...).
+fn tls_options(name: &str, ca: &str) -> TransportOptions {
+    let files = tls::TlsFiles {
+        key: certs().join(format!("{name}.key")),
+        cert: certs().join(format!("{name}.pem")),
+        ca: Some(certs().join(ca)),
+        password_file: None,
+        cipher: None,
+        labels: tls::Labels::PROVIDER,
+    };
+    TransportOptions {
+        tls: Some(std::sync::Arc::new(
+            tls::TlsContext::load(files).expect("TLS files"),
+        )),
+        ..TransportOptions::default()
+    }
+}
+
+#[test]
+fn tls_members_order_together_and_strangers_never_get_in() {
+    let first = Member::start_with("node1", Role::Bootstrap, 21, tls_options("node", "ca.pem"));
+    let seeds = vec![first.address()];
+    let join = || Role::Join {
+        seeds: seeds.clone(),
+    };
+    let second = Member::start_with("node2", join(), 22, tls_options("node-b", "ca.pem"));
+    let mut members = vec![first, second];
+    wait_until(&mut members, "a 2-member TLS view", |m| {
+        m.iter().all(|member| member.in_primary_view_of(2))
+    });
+    let strangers = [
+        Member::start_with("plaintext", join(), 23, TransportOptions::default()),
+        Member::start_with("rogue", join(), 24, tls_options("rogue", "rogue-ca.pem")),
+        Member::start_with(
+            "elsewhere",
+            join(),
+            25,
+            TransportOptions {
+                cluster_name: "another cluster".to_owned(),
+                ..tls_options("node", "ca.pem")
+            },
+        ),
+    ];
+    order_write_sets(&mut members, 50, "tls");
+    assert_same_order(&members);
+    // Joins are retried every few ticks: this is many chances for each stranger.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        members.iter().all(|m| m.in_primary_view_of(2)),
+        "a stranger got in"
+    );
+    for stranger in &strangers {
+        assert!(
+            !stranger.runner.status().primary,
+            "{} joined",
+            stranger.runner.name()
+        );
+    }
 }

@@ -186,7 +186,7 @@ impl WriteSet {
         // Every key takes at least 3 bytes, so a count beyond that is a lie, not a big key set.
         if key_count > body.len() / 3 {
             return Err(DecodeError::Truncated {
-                needed: key_count * 3,
+                needed: key_count.saturating_mul(3),
                 got: body.len(),
             });
         }
@@ -353,7 +353,7 @@ impl<'a> Reader<'a> {
             .checked_add(len)
             .filter(|end| *end <= self.bytes.len());
         let end = end.ok_or(DecodeError::Truncated {
-            needed: self.pos + len,
+            needed: self.pos.saturating_add(len),
             got: self.bytes.len(),
         })?;
         let slice = &self.bytes[self.pos..end];
@@ -482,5 +482,210 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = WriteSet::decode(&bytes);
         }
+    }
+}
+
+/// Fuzz targets: arbitrary bytes and damaged encodings never panic the decoder, never make it
+/// allocate in proportion to a length it was not given the bytes for, and whatever decodes
+/// is exactly the encoding of what it decodes to. `scripts/fuzz.sh` runs them longer.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
+    const FUZZ_CASES: u32 = 10_000;
+
+    fn cases() -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|cases| cases.parse().ok())
+            .unwrap_or(FUZZ_CASES)
+    }
+
+    /// Where the key count and the data length sit in the header.
+    const LENGTH_FIELDS: [usize; 2] = [49, 53];
+
+    /// One way to damage an encoding.
+    #[derive(Clone, Debug)]
+    enum Mutation {
+        Flip(Index, u8),
+        Set(Index, u8),
+        /// A little-endian value of `width` bytes written over whatever is there.
+        Wide(Index, u64, usize),
+        Truncate(Index),
+        Insert(Index, Vec<u8>),
+    }
+
+    fn huge() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(u64::MAX),
+            Just(u64::from(u32::MAX)),
+            Just(u64::from(u16::MAX)),
+            Just(1 << 30),
+            any::<u64>(),
+        ]
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        prop_oneof![
+            (any::<Index>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
+            (any::<Index>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
+            (
+                any::<Index>(),
+                huge(),
+                prop_oneof![Just(2usize), Just(4), Just(8)]
+            )
+                .prop_map(|(at, v, w)| Mutation::Wide(at, v, w)),
+            any::<Index>().prop_map(Mutation::Truncate),
+            (any::<Index>(), proptest::collection::vec(any::<u8>(), 1..8))
+                .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
+        ]
+    }
+
+    fn apply(bytes: &mut Vec<u8>, mutation: &Mutation) {
+        let len = bytes.len();
+        if len == 0 {
+            return;
+        }
+        match mutation {
+            Mutation::Flip(at, bit) => bytes[at.index(len)] ^= 1 << bit,
+            Mutation::Set(at, value) => bytes[at.index(len)] = *value,
+            Mutation::Wide(at, value, width) => {
+                let at = at.index(len);
+                let end = (at + width).min(len);
+                bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
+            }
+            Mutation::Truncate(at) => bytes.truncate(at.index(len)),
+            Mutation::Insert(at, more) => {
+                let at = at.index(len + 1);
+                bytes.splice(at..at, more.iter().copied());
+            }
+        }
+    }
+
+    /// Replaces the trailing checksum with the right one, so the parser behind it is reached.
+    fn reseal(bytes: &mut [u8]) {
+        if bytes.len() >= TRAILER_LEN {
+            let body = bytes.len() - TRAILER_LEN;
+            let crc = crc32c::crc32c(&bytes[..body]);
+            bytes[body..].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+
+    fn write_set() -> impl Strategy<Value = WriteSet> {
+        let part = proptest::collection::vec(any::<u8>(), 0..12);
+        let key = (proptest::collection::vec(part, 0..4), 0u8..4);
+        (
+            any::<[u8; 16]>(),
+            any::<u64>(),
+            any::<i64>(),
+            0u32..=flags::MASK,
+            proptest::collection::vec(key, 0..5),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(source, trx_id, last_seen, flags, keys, data)| WriteSet {
+                source: Uuid(source),
+                conn_id: trx_id ^ 5,
+                trx_id,
+                last_seen: Seqno(last_seen),
+                flags,
+                keys: keys
+                    .into_iter()
+                    .map(|(parts, t)| Key {
+                        parts,
+                        key_type: KeyType::from_u8(t).expect("0..4"),
+                    })
+                    .collect(),
+                data: data.into(),
+            })
+    }
+
+    /// What every outcome must satisfy: an error, or a write-set whose encoding is the input,
+    /// decoded the same way in place, and no larger in memory than a small multiple of it.
+    fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let decoded = WriteSet::decode(bytes);
+        let shared = WriteSet::decode_shared(&Bytes::copy_from_slice(bytes));
+        prop_assert_eq!(&decoded, &shared);
+        if let Ok(ws) = decoded {
+            prop_assert_eq!(ws.to_bytes(), bytes);
+            let parts: usize = ws.keys.iter().map(|k| k.parts.len()).sum();
+            // A key costs at least 3 input bytes and a part at least 2.
+            prop_assert!(ws.keys.len() * 3 + parts * 2 <= bytes.len());
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        /// Arbitrary bytes, half of them behind a valid magic and version, and half sealed
+        /// with a matching checksum so that the structure parser is what gets exercised.
+        #[test]
+        fn fuzz_writeset_decode_arbitrary_bytes(
+            mut bytes in proptest::collection::vec(any::<u8>(), 0..300),
+            magic in any::<bool>(),
+            seal in any::<bool>(),
+        ) {
+            if magic {
+                bytes.splice(0..0, MAGIC.iter().copied().chain([FORMAT_VERSION]));
+            }
+            if seal {
+                reseal(&mut bytes);
+            }
+            check(&bytes)?;
+        }
+
+        /// Real encodings with bit flips, overwritten bytes, huge length fields, cuts and
+        /// insertions, resealed or not.
+        #[test]
+        fn fuzz_writeset_decode_mutated(
+            ws in write_set(),
+            mutations in proptest::collection::vec(mutation(), 1..4),
+            length_field in proptest::option::of((proptest::sample::select(&LENGTH_FIELDS[..]), huge())),
+            seal in any::<bool>(),
+        ) {
+            let mut bytes = ws.to_bytes();
+            prop_assert_eq!(WriteSet::decode(&bytes), Ok(ws));
+            if let Some((at, value)) = length_field {
+                bytes[at..at + 4].copy_from_slice(&value.to_le_bytes()[..4]);
+            }
+            for mutation in &mutations {
+                apply(&mut bytes, mutation);
+            }
+            if seal {
+                reseal(&mut bytes);
+            }
+            check(&bytes)?;
+        }
+    }
+
+    /// A header claiming 4 GiB of data and 2^32 - 1 keys in a 61-byte write-set is refused
+    /// from the header alone.
+    #[test]
+    fn claimed_lengths_beyond_the_input_are_refused() {
+        let mut bytes = WriteSet {
+            source: Uuid([1; 16]),
+            conn_id: 1,
+            trx_id: 1,
+            last_seen: Seqno(0),
+            flags: 0,
+            keys: Vec::new(),
+            data: Bytes::new(),
+        }
+        .to_bytes();
+        assert_eq!(bytes.len(), HEADER_LEN + TRAILER_LEN);
+        for at in LENGTH_FIELDS {
+            let mut huge = bytes.clone();
+            huge[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            reseal(&mut huge);
+            assert!(matches!(
+                WriteSet::decode(&huge),
+                Err(DecodeError::Truncated { .. })
+            ));
+        }
+        reseal(&mut bytes);
+        assert!(WriteSet::decode(&bytes).is_ok());
     }
 }

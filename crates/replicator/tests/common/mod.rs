@@ -35,6 +35,7 @@ pub(crate) fn settings(name: &str) -> Settings {
         state_dir: None,
         history: None,
         gcache: None,
+        tls: None,
     }
 }
 

@@ -11,6 +11,37 @@ use std::process::ExitCode;
 
 use sst::config::{Args, Role, Settings};
 use sst::{donor, joiner, log, SstError};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The `tracing` warnings of the libraries (the TLS crate logs a refused peer certificate
+/// with its subject, the error and the CA file) as `WSREP_SST: [LEVEL] ...` lines on
+/// stderr, which the server copies into its error log.
+struct SstLines;
+
+impl<S, N> FormatEvent<S, N> for SstLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            Level::ERROR => "ERROR",
+            Level::WARN => "WARNING",
+            _ => "INFO",
+        };
+        write!(writer, "WSREP_SST: [{level}] ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}
 
 fn run() -> Result<(), SstError> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -23,7 +54,7 @@ fn run() -> Result<(), SstError> {
                 .map_err(|e| SstError::io("writing the ready line", e))?;
             log(
                 "INFO",
-                &format!("joiner listening for the donor at {}", prepared.ready),
+                &format!("joiner listening for the donor at {}", prepared.listening),
             );
             let joined = joiner::run_joiner(&args, &settings, prepared)?;
             joiner::print_line(&joined.position)
@@ -43,6 +74,12 @@ fn run() -> Result<(), SstError> {
 }
 
 fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_max_level(Level::WARN)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .event_format(SstLines)
+        .init();
     match std::panic::catch_unwind(run) {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(error)) => {
