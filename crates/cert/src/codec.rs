@@ -389,19 +389,12 @@ impl Reader<'_> {
 mod fuzz {
     use super::*;
     use base::KeyType;
+    use fuzzing::{Damage, Damages};
     use proptest::prelude::*;
-    use proptest::sample::Index as At;
     use writeset::{flags, Key, WriteSet};
 
     /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
     const FUZZ_CASES: u32 = 5000;
-
-    fn cases() -> u32 {
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|cases| cases.parse().ok())
-            .unwrap_or(FUZZ_CASES)
-    }
 
     /// One step of building a real index.
     #[derive(Clone, Debug)]
@@ -467,60 +460,19 @@ mod fuzz {
         cert
     }
 
-    /// One way to damage an encoding.
-    #[derive(Clone, Debug)]
-    enum Mutation {
-        Flip(At, u8),
-        Set(At, u8),
-        /// An 8-byte little-endian value written over whatever is there.
-        Wide(At, u64),
-        Truncate(At),
-        Insert(At, Vec<u8>),
-    }
+    /// Huge values for the counts, besides `u64::MAX` and `u32::MAX`.
+    const HUGE: [u64; 3] = [i64::MAX as u64, i64::MIN as u64, 1 << 40];
 
-    fn huge() -> impl Strategy<Value = u64> {
-        prop_oneof![
-            Just(u64::MAX),
-            Just(i64::MAX as u64),
-            Just(i64::MIN as u64),
-            Just(1 << 40),
-            any::<u64>(),
-        ]
-    }
+    /// The magic and version, which damage spares: the body behind them is what gets damaged.
+    const SPARED: usize = MAGIC.len() + 1;
 
-    fn mutation() -> impl Strategy<Value = Mutation> {
-        prop_oneof![
-            (any::<At>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
-            (any::<At>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
-            (any::<At>(), huge()).prop_map(|(at, v)| Mutation::Wide(at, v)),
-            any::<At>().prop_map(Mutation::Truncate),
-            (any::<At>(), proptest::collection::vec(any::<u8>(), 1..26))
-                .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
-        ]
-    }
-
-    /// Damages the body (everything after the magic and version; the checksum is added
-    /// afterwards).
-    fn apply(body: &mut Vec<u8>, mutation: &Mutation) {
-        const KEEP: usize = 5;
-        let len = body.len() - KEEP;
-        if len == 0 {
-            return;
-        }
-        match mutation {
-            Mutation::Flip(at, bit) => body[KEEP + at.index(len)] ^= 1 << bit,
-            Mutation::Set(at, value) => body[KEEP + at.index(len)] = *value,
-            Mutation::Wide(at, value) => {
-                let at = KEEP + at.index(len);
-                let end = (at + 8).min(body.len());
-                body[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
-            }
-            Mutation::Truncate(at) => body.truncate(KEEP + at.index(len)),
-            Mutation::Insert(at, more) => {
-                let at = KEEP + at.index(len + 1);
-                body.splice(at..at, more.iter().copied());
-            }
-        }
+    /// One way to damage an encoding; a wide value is a count.
+    fn damage() -> impl Strategy<Value = Damage> {
+        Damages::default()
+            .huge(&HUGE)
+            .widths(&[COUNT_LEN])
+            .insert_lengths(1..26)
+            .strategy()
     }
 
     fn sealed(mut body: Vec<u8>) -> Vec<u8> {
@@ -557,7 +509,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Arbitrary bytes, most of them behind the magic and version and under a matching
         /// checksum, so that the structure parser is what gets exercised.
@@ -583,8 +535,8 @@ mod fuzz {
         fn fuzz_cert_index_decode_mutated(
             start in prop_oneof![Just(0i64), Just(-1), Just(i64::MAX - 200), any::<i64>()],
             ops in proptest::collection::vec(op(), 0..40),
-            count in proptest::option::of((0usize..3, huge())),
-            mutations in proptest::collection::vec(mutation(), 0..3),
+            count in proptest::option::of((0usize..3, fuzzing::huge(&HUGE))),
+            damages in proptest::collection::vec(damage(), 0..3),
             seal in prop_oneof![4 => Just(true), 1 => Just(false)],
         ) {
             // Seqnos below -1 never reach a certifier; the ops need 100 seqnos of room.
@@ -596,10 +548,10 @@ mod fuzz {
             std::mem::swap(&mut body, &mut bytes);
             if let Some((field, value)) = count {
                 let at = count_fields(&cert)[field];
-                body[at..at + COUNT_LEN].copy_from_slice(&value.to_le_bytes());
+                fuzzing::write_le(&mut body, at, value, COUNT_LEN);
             }
-            for mutation in &mutations {
-                apply(&mut body, mutation);
+            for damage in &damages {
+                damage.apply_from(SPARED, &mut body);
             }
             let bytes = if seal { sealed(body) } else { [body, bytes].concat() };
             check(&bytes)?;

@@ -214,72 +214,22 @@ mod tests {
 #[cfg(test)]
 pub(crate) mod fuzz {
     use super::*;
+    use fuzzing::{Damage, Damages, Weights};
     use proptest::prelude::*;
-    use proptest::sample::Index;
 
     /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
     const FUZZ_CASES: u32 = 10_000;
 
-    /// `PROPTEST_CASES` if set, else `default`.
-    pub(crate) fn cases(default: u32) -> u32 {
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|cases| cases.parse().ok())
-            .unwrap_or(default)
-    }
+    /// Huge values for a length, besides `u64::MAX` and `u32::MAX`.
+    pub(crate) const HUGE: [u64; 2] = [i64::MAX as u64, 1 << 20];
 
-    /// One way to damage bytes.
-    #[derive(Clone, Debug)]
-    pub(crate) enum Mutation {
-        Flip(Index, u8),
-        Set(Index, u8),
-        /// A little-endian value of `width` bytes written over whatever is there.
-        Wide(Index, u64, usize),
-        Truncate(Index),
-        Insert(Index, Vec<u8>),
-    }
-
-    pub(crate) fn huge() -> impl Strategy<Value = u64> {
-        prop_oneof![
-            Just(u64::MAX),
-            Just(u64::from(u32::MAX)),
-            Just(i64::MAX as u64),
-            Just(1 << 20),
-            any::<u64>(),
-        ]
-    }
-
-    pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
-        prop_oneof![
-            3 => (any::<Index>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
-            2 => (any::<Index>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
-            2 => (any::<Index>(), huge(), prop_oneof![Just(4usize), Just(8)])
-                .prop_map(|(at, v, w)| Mutation::Wide(at, v, w)),
-            1 => any::<Index>().prop_map(Mutation::Truncate),
-            1 => (any::<Index>(), proptest::collection::vec(any::<u8>(), 1..40))
-                .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
-        ]
-    }
-
-    pub(crate) fn apply(bytes: &mut Vec<u8>, mutation: &Mutation) {
-        let len = bytes.len();
-        if len == 0 {
-            return;
-        }
-        match mutation {
-            Mutation::Flip(at, bit) => bytes[at.index(len)] ^= 1 << bit,
-            Mutation::Set(at, value) => bytes[at.index(len)] = *value,
-            Mutation::Wide(at, value, width) => {
-                let at = at.index(len);
-                let end = (at + width).min(len);
-                bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
-            }
-            Mutation::Truncate(at) => bytes.truncate(at.index(len)),
-            Mutation::Insert(at, more) => {
-                let at = at.index(len + 1);
-                bytes.splice(at..at, more.iter().copied());
-            }
-        }
+    /// One way to damage bytes, mostly in place.
+    pub(crate) fn damage() -> impl Strategy<Value = Damage> {
+        Damages::default()
+            .weights(Weights::MOSTLY_IN_PLACE)
+            .huge(&HUGE)
+            .insert_lengths(1..40)
+            .strategy()
     }
 
     fn file_header() -> impl Strategy<Value = FileHeader> {
@@ -293,7 +243,7 @@ pub(crate) mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Arbitrary and damaged file headers, resealed or not: refused, or decoded to fields
         /// that encode back to the same bytes (the reserved bytes aside).
@@ -302,14 +252,12 @@ pub(crate) mod fuzz {
             header in file_header(),
             ring in any::<bool>(),
             arbitrary in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..100)),
-            mutations in proptest::collection::vec(mutation(), 0..3),
+            damages in proptest::collection::vec(damage(), 0..3),
             seal in any::<bool>(),
         ) {
             let magic = if ring { RING_MAGIC } else { PAGE_MAGIC };
             let mut bytes = arbitrary.unwrap_or_else(|| header.encode(magic).to_vec());
-            for mutation in &mutations {
-                apply(&mut bytes, mutation);
-            }
+            fuzzing::apply(&mut bytes, &damages);
             if seal && bytes.len() >= FILE_HEADER_LEN as usize {
                 let crc = crc32c::crc32c(&bytes[..60]);
                 bytes[60..64].copy_from_slice(&crc.to_le_bytes());
@@ -330,7 +278,7 @@ pub(crate) mod fuzz {
             timestamp in any::<u64>(),
             payload in proptest::collection::vec(any::<u8>(), 0..40),
             arbitrary in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..80)),
-            mutations in proptest::collection::vec(mutation(), 0..3),
+            damages in proptest::collection::vec(damage(), 0..3),
         ) {
             let mut bytes = arbitrary.unwrap_or_else(|| {
                 let mut out = Vec::new();
@@ -338,9 +286,7 @@ pub(crate) mod fuzz {
                 out.extend_from_slice(&payload);
                 out
             });
-            for mutation in &mutations {
-                apply(&mut bytes, mutation);
-            }
+            fuzzing::apply(&mut bytes, &damages);
             if let Some(header) = RecordHeader::parse(&bytes) {
                 let mut again = Vec::new();
                 again.extend_from_slice(&RECORD_MAGIC);

@@ -467,7 +467,7 @@ mod fuzz {
     use proptest::sample::Index;
 
     use super::*;
-    use crate::format::fuzz::{apply, cases, huge, mutation};
+    use crate::format::fuzz::{damage, HUGE};
     use crate::format::{encode_record_header, history_seed, record_crc};
     use crate::tests::{history, payload, put, small_config};
     use crate::{FreezePurge, Gcache};
@@ -489,7 +489,7 @@ mod fuzz {
     fn reseal() -> impl Strategy<Value = Reseal> {
         (
             any::<Index>(),
-            proptest::option::of(prop_oneof![huge(), 0u64..5000]),
+            proptest::option::of(prop_oneof![fuzzing::huge(&HUGE), 0u64..5000]),
             proptest::option::of(prop_oneof![any::<i64>(), 0i64..100, Just(i64::MAX)]),
         )
             .prop_map(|(at, payload_len, seqno)| Reseal {
@@ -629,7 +629,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Runs of records with flipped and overwritten bytes, huge lengths, cuts and
         /// insertions, some resealed so that they verify: the scan never panics and reports
@@ -640,16 +640,14 @@ mod fuzz {
                 (prop_oneof![0i64..50, any::<i64>()], proptest::collection::vec(any::<u8>(), 0..60)),
                 0..12,
             ),
-            mutations in proptest::collection::vec(mutation(), 0..4),
+            damages in proptest::collection::vec(damage(), 0..4),
             reseals in proptest::collection::vec(reseal(), 0..3),
             cut in proptest::option::of(any::<Index>()),
         ) {
             let seed = history_seed(history(3));
             let (mut bytes, offsets) = records_file(&records, seed);
-            let damaged = !mutations.is_empty() || !reseals.is_empty() || cut.is_some();
-            for mutation in &mutations {
-                apply(&mut bytes, mutation);
-            }
+            let damaged = !damages.is_empty() || !reseals.is_empty() || cut.is_some();
+            fuzzing::apply(&mut bytes, &damages);
             for reseal in &reseals {
                 do_reseal(&mut bytes, &offsets, reseal, seed);
             }
@@ -676,7 +674,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES_REOPEN)))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES_REOPEN))]
 
         /// A real cache (ring and pages) with one file damaged, maybe with records rewritten
         /// so that they verify: opening it never panics or fails, the recovered cache keeps
@@ -685,7 +683,7 @@ mod fuzz {
         #[test]
         fn fuzz_gcache_reopen_damaged_files(
             file in any::<Index>(),
-            mutations in proptest::collection::vec(mutation(), 0..4),
+            damages in proptest::collection::vec(damage(), 0..4),
             reseals in proptest::collection::vec(reseal(), 0..3),
         ) {
             let pristine = pristine();
@@ -696,9 +694,7 @@ mod fuzz {
                 let mut bytes = bytes.clone();
                 if i == damaged {
                     let offsets = &pristine.offsets[i];
-                    for mutation in &mutations {
-                        apply(&mut bytes, mutation);
-                    }
+                    fuzzing::apply(&mut bytes, &damages);
                     for reseal in &reseals {
                         do_reseal(&mut bytes, offsets, reseal, seed);
                     }

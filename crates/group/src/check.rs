@@ -470,7 +470,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::fuzz_cases(FUZZ_CASES)))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Arbitrary and mangled conf change entries: decoding never panics, and what
         /// decodes is one plain change raft-rs applies, with the identity of the node it adds.
@@ -482,17 +482,12 @@ mod tests {
                 Just(ConfChangeType::AddLearnerNode),
             ],
             in_data in any::<bool>(),
-            edits in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..4),
+            edits in proptest::collection::vec(fuzzing::overwrite(), 0..4),
             cut in proptest::option::of(any::<Index>()),
         ) {
             let mut entry = conf_entry(change_type, 5);
             let mut bytes = if in_data { entry.data.to_vec() } else { entry.context.to_vec() };
-            for (at, value) in &edits {
-                if !bytes.is_empty() {
-                    let at = at.index(bytes.len());
-                    bytes[at] = *value;
-                }
-            }
+            fuzzing::apply(&mut bytes, &edits);
             if let Some(at) = cut {
                 bytes.truncate(at.index(bytes.len() + 1));
             }

@@ -36,13 +36,3 @@ pub use node::{
     CHUNK_BYTES,
 };
 pub use state::{Contact, Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};
-
-/// Cases a fuzz target runs: `PROPTEST_CASES` when set (a longer fuzzing run), else the
-/// target's own `FUZZ_CASES`.
-#[cfg(test)]
-pub(crate) fn fuzz_cases(own: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(own)
-}

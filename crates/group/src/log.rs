@@ -306,7 +306,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(crate::fuzz_cases(FUZZ_CASES)))]
+            #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
             /// Arbitrary and mangled snapshot bytes: parsing and checking never panic, and a
             /// snapshot the check accepts (what a member lets through to raft-rs) installs,
@@ -314,7 +314,7 @@ mod tests {
             #[test]
             fn fuzz_snapshot_decode_and_install(
                 arbitrary in proptest::collection::vec(any::<u8>(), 0..200),
-                edits in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..4),
+                edits in proptest::collection::vec(fuzzing::overwrite(), 0..4),
                 cut in proptest::option::of(any::<Index>()),
                 message_term in prop_oneof![Just(3u64), Just(u64::MAX), any::<u64>()],
             ) {
@@ -322,10 +322,7 @@ mod tests {
                 if edits.is_empty() && cut.is_none() {
                     bytes = arbitrary;
                 }
-                for (at, value) in &edits {
-                    let at = at.index(bytes.len());
-                    bytes[at] = *value;
-                }
+                fuzzing::apply(&mut bytes, &edits);
                 if let Some(at) = cut {
                     bytes.truncate(at.index(bytes.len() + 1));
                 }

@@ -1146,6 +1146,7 @@ mod tests {
 
     mod fuzz {
         use super::*;
+        use fuzzing::Damage;
         use proptest::prelude::*;
         use proptest::sample::Index;
 
@@ -1246,11 +1247,8 @@ mod tests {
             Ok(())
         }
 
-        fn mutated(mut bytes: Vec<u8>, edits: &[(Index, u8)], cut: Option<Index>) -> Vec<u8> {
-            for (at, value) in edits {
-                let at = at.index(bytes.len());
-                bytes[at] = *value;
-            }
+        fn mutated(mut bytes: Vec<u8>, edits: &[Damage], cut: Option<Index>) -> Vec<u8> {
+            fuzzing::apply(&mut bytes, edits);
             if let Some(at) = cut {
                 bytes.truncate(at.index(bytes.len() + 1));
             }
@@ -1258,7 +1256,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(crate::fuzz_cases(FUZZ_CASES)))]
+            #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
             /// Arbitrary bytes, and a real state with bytes overwritten (length prefixes
             /// among them) and cut: decoding never panics, and a state that passes its
@@ -1267,7 +1265,7 @@ mod tests {
             fn fuzz_group_state_decode(
                 arbitrary in proptest::collection::vec(any::<u8>(), 0..300),
                 real in any::<bool>(),
-                edits in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..4),
+                edits in proptest::collection::vec(fuzzing::overwrite(), 0..4),
                 cut in proptest::option::of(any::<Index>()),
             ) {
                 let bytes = if real {
@@ -1288,7 +1286,7 @@ mod tests {
             fn fuzz_log_entry_decode(
                 arbitrary in proptest::collection::vec(any::<u8>(), 0..200),
                 sample in 0..3usize,
-                edits in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..4),
+                edits in proptest::collection::vec(fuzzing::overwrite(), 0..4),
                 cut in proptest::option::of(any::<Index>()),
             ) {
                 let samples = [

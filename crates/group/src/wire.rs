@@ -379,6 +379,7 @@ mod tests {
 
     mod fuzz {
         use super::*;
+        use fuzzing::{Damage, Damages, Weights};
         use proptest::prelude::*;
         use proptest::sample::Index;
 
@@ -409,42 +410,20 @@ mod tests {
             Ok(())
         }
 
-        #[derive(Clone, Debug)]
-        enum Mutation {
-            Flip(Index, u8),
-            Set(Index, u8),
-            Cut(Index),
-            Insert(Index, Vec<u8>),
-        }
-
-        fn mutation() -> impl Strategy<Value = Mutation> {
-            prop_oneof![
-                (any::<Index>(), 0..8u8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
-                (any::<Index>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
-                any::<Index>().prop_map(Mutation::Cut),
-                (any::<Index>(), proptest::collection::vec(any::<u8>(), 1..8))
-                    .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
-            ]
-        }
-
-        fn mutate(bytes: &mut Vec<u8>, mutation: &Mutation) {
-            let len = bytes.len();
-            if len == 0 {
-                return;
-            }
-            match mutation {
-                Mutation::Flip(at, bit) => bytes[at.index(len)] ^= 1 << bit,
-                Mutation::Set(at, value) => bytes[at.index(len)] = *value,
-                Mutation::Cut(at) => bytes.truncate(at.index(len)),
-                Mutation::Insert(at, more) => {
-                    let at = at.index(len);
-                    bytes.splice(at..at, more.iter().copied());
-                }
-            }
+        /// One way to damage a frame: a bit flipped, a byte overwritten, a cut or an
+        /// insertion.
+        fn damage() -> impl Strategy<Value = Damage> {
+            Damages::default()
+                .weights(Weights {
+                    wide: 0,
+                    ..Weights::EVEN
+                })
+                .insert_lengths(1..8)
+                .strategy()
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(crate::fuzz_cases(FUZZ_CASES)))]
+            #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
             /// Arbitrary bytes, most of them in a well-formed envelope of either kind (or
             /// behind the right magic) so that more than the header check is exercised.
@@ -468,7 +447,7 @@ mod tests {
             #[test]
             fn fuzz_wire_decode_mutated(
                 sample in any::<Index>(),
-                mutations in proptest::collection::vec(mutation(), 1..4),
+                damages in proptest::collection::vec(damage(), 1..4),
                 reseal in any::<bool>(),
             ) {
                 let samples = samples();
@@ -476,13 +455,13 @@ mod tests {
                 let mut bytes = original.clone();
                 if reseal {
                     let mut body = bytes[HEADER_LEN..bytes.len() - TRAILER_LEN].to_vec();
-                    mutations.iter().for_each(|m| mutate(&mut body, m));
+                    fuzzing::apply(&mut body, &damages);
                     bytes = seal(bytes[5], 7, &body);
                 } else {
-                    mutations.iter().for_each(|m| mutate(&mut bytes, m));
+                    fuzzing::apply(&mut bytes, &damages);
                 }
                 accepted_round_trips(&bytes)?;
-                if !reseal && mutations.len() == 1 && matches!(mutations[0], Mutation::Flip(..)) {
+                if !reseal && damages.len() == 1 && matches!(damages[0], Damage::Flip(..)) {
                     prop_assert!(decode(&bytes).is_err(), "a flipped bit passed the checksum");
                 }
             }

@@ -22,16 +22,9 @@ use raft::eraftpb::{
 };
 
 /// Cases: each builds a 3-node group, injects up to `FRAMES_MAX` frames and runs it until
-/// it orders again, about a millisecond, so this takes a few seconds.
+/// it orders again, about a millisecond, so this takes a few seconds. `PROPTEST_CASES`
+/// overrides it (a longer fuzzing run).
 const FUZZ_CASES: u32 = 4096;
-
-/// `PROPTEST_CASES` when set (a longer fuzzing run), else [`FUZZ_CASES`].
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(FUZZ_CASES)
-}
 
 /// Frames injected per case.
 const FRAMES_MAX: usize = 12;
@@ -501,7 +494,7 @@ fn orders_again(cluster: &mut Cluster) -> bool {
 proptest! {
     #![proptest_config(ProptestConfig {
         rng_seed: RngSeed::Fixed(SEED),
-        ..ProptestConfig::with_cases(cases())
+        ..fuzzing::config(FUZZ_CASES)
     })]
 
     #[test]

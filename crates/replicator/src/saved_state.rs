@@ -198,13 +198,6 @@ mod fuzz {
     /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
     const FUZZ_CASES: u32 = 5000;
 
-    fn cases() -> u32 {
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|cases| cases.parse().ok())
-            .unwrap_or(FUZZ_CASES)
-    }
-
     fn check(text: &str) -> Result<(), TestCaseError> {
         let path = Path::new("grastate.dat");
         if let Ok(state) = SavedState::parse(path, text) {
@@ -216,7 +209,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Arbitrary text, and real files with lines replaced, values changed and bytes
         /// flipped (kept as text by lossy repair).
@@ -228,7 +221,7 @@ mod fuzz {
             safe in any::<bool>(),
             value in "[-+0-9a-fA-F: ]{0,40}",
             line in 0usize..6,
-            flips in proptest::collection::vec((any::<proptest::sample::Index>(), 0u8..8), 0..3),
+            flips in proptest::collection::vec(fuzzing::flip(), 0..3),
         ) {
             check(&text)?;
             let state = SavedState {
@@ -244,10 +237,7 @@ mod fuzz {
                 lines[line] = format!("{key}: {value}");
             }
             let mut bytes = lines.join("\n").into_bytes();
-            for (at, bit) in &flips {
-                let at = at.index(bytes.len());
-                bytes[at] ^= 1 << bit;
-            }
+            fuzzing::apply(&mut bytes, &flips);
             check(&String::from_utf8_lossy(&bytes))?;
         }
     }

@@ -358,86 +358,21 @@ mod tests {
 /// Also the damage the other SST fuzz targets share. `scripts/fuzz.sh` runs them longer.
 #[cfg(test)]
 pub(crate) mod fuzz {
+    use fuzzing::{Damage, Damages, Trickle, Weights};
     use proptest::prelude::*;
-    use proptest::sample::Index;
 
     use super::*;
 
     /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
     const FUZZ_CASES: u32 = 5000;
 
-    /// `PROPTEST_CASES` if set, else `default`.
-    pub(crate) fn cases(default: u32) -> u32 {
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|cases| cases.parse().ok())
-            .unwrap_or(default)
-    }
-
-    /// One way to damage bytes.
-    #[derive(Clone, Debug)]
-    pub(crate) enum Mutation {
-        Flip(Index, u8),
-        Set(Index, u8),
-        /// A little-endian value of `width` bytes written over whatever is there.
-        Wide(Index, u64, usize),
-        Truncate(Index),
-        Insert(Index, Vec<u8>),
-    }
-
-    pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
-        let huge = prop_oneof![
-            Just(u64::MAX),
-            Just(u64::from(u32::MAX)),
-            Just(u64::from(MAX_HEADER_BYTES)),
-            Just(256 << 20),
-            any::<u64>(),
-        ];
-        prop_oneof![
-            3 => (any::<Index>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
-            2 => (any::<Index>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
-            2 => (any::<Index>(), huge, prop_oneof![Just(4usize), Just(8)])
-                .prop_map(|(at, v, w)| Mutation::Wide(at, v, w)),
-            1 => any::<Index>().prop_map(Mutation::Truncate),
-            1 => (any::<Index>(), proptest::collection::vec(any::<u8>(), 1..24))
-                .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
-        ]
-    }
-
-    pub(crate) fn apply(bytes: &mut Vec<u8>, mutation: &Mutation) {
-        let len = bytes.len();
-        if len == 0 {
-            return;
-        }
-        match mutation {
-            Mutation::Flip(at, bit) => bytes[at.index(len)] ^= 1 << bit,
-            Mutation::Set(at, value) => bytes[at.index(len)] = *value,
-            Mutation::Wide(at, value, width) => {
-                let at = at.index(len);
-                let end = (at + width).min(len);
-                bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
-            }
-            Mutation::Truncate(at) => bytes.truncate(at.index(len)),
-            Mutation::Insert(at, more) => {
-                let at = at.index(len + 1);
-                bytes.splice(at..at, more.iter().copied());
-            }
-        }
-    }
-
-    /// A reader that hands out at most `step` bytes per call, as a socket may.
-    pub(crate) struct Trickle<'a> {
-        pub(crate) bytes: &'a [u8],
-        pub(crate) step: usize,
-    }
-
-    impl Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let n = buf.len().min(self.step).min(self.bytes.len());
-            buf[..n].copy_from_slice(&self.bytes[..n]);
-            self.bytes = &self.bytes[n..];
-            Ok(n)
-        }
+    /// One way to damage bytes, mostly in place, with lengths at the limits of a frame.
+    pub(crate) fn damage() -> impl Strategy<Value = Damage> {
+        Damages::default()
+            .weights(Weights::MOSTLY_IN_PLACE)
+            .huge(&[u64::from(MAX_HEADER_BYTES), 256 << 20])
+            .insert_lengths(1..24)
+            .strategy()
     }
 
     fn text() -> impl Strategy<Value = String> {
@@ -548,7 +483,7 @@ pub(crate) mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Arbitrary bytes, most behind a valid magic and version with the prefix checksum
         /// made to match, so that the bincode header decoder is what gets exercised.
@@ -582,7 +517,7 @@ pub(crate) mod fuzz {
                 (frame(), proptest::collection::vec(any::<u8>(), 0..32)),
                 1..4,
             ),
-            mutations in proptest::collection::vec(mutation(), 0..3),
+            damages in proptest::collection::vec(damage(), 0..3),
             seal in any::<bool>(),
             step in prop_oneof![Just(usize::MAX), 1usize..16],
         ) {
@@ -590,14 +525,12 @@ pub(crate) mod fuzz {
             for (frame, payload) in &frames {
                 write_frame(&mut bytes, frame, payload).expect("to memory");
             }
-            for mutation in &mutations {
-                apply(&mut bytes, mutation);
-            }
+            fuzzing::apply(&mut bytes, &damages);
             if seal {
                 reseal(&mut bytes);
             }
             let read = read_all(&bytes, step)?;
-            if mutations.is_empty() {
+            if damages.is_empty() {
                 prop_assert_eq!(read, frames);
             }
         }
@@ -607,29 +540,12 @@ pub(crate) mod fuzz {
         /// the bytes is an error.
         #[test]
         fn fuzz_sst_read_bounded_allocates_as_bytes_arrive(
-            claim in prop_oneof![
-                Just(MAX_HEADER_BYTES as usize),
-                Just(256 << 20),
-                0usize..300_000,
-            ],
-            available in 0usize..300_000,
-            step in prop_oneof![Just(usize::MAX), 1usize..5000],
+            (claim, available, step) in
+                fuzzing::bounded_reads(&[MAX_HEADER_BYTES as usize, 256 << 20]),
         ) {
-            let data: Vec<u8> = (0..available).map(|i| i as u8).collect();
-            let mut input = Trickle { bytes: &data, step };
-            let mut buf = Vec::new();
-            let result = read_bounded(&mut input, claim, &mut buf);
-            prop_assert!(
-                buf.capacity() <= READ_AHEAD + 2 * available,
-                "{} bytes allocated for a claim of {} with {} available",
-                buf.capacity(), claim, available
-            );
-            if claim <= available {
-                prop_assert!(result.is_ok());
-                prop_assert_eq!(&buf[..], &data[..claim]);
-            } else {
-                prop_assert_eq!(result.map_err(|e| e.kind()), Err(io::ErrorKind::UnexpectedEof));
-            }
+            fuzzing::check_bounded_read(READ_AHEAD, claim, available, step, |input, claim, buf| {
+                read_bounded(input, claim, buf)
+            })?;
         }
     }
 

@@ -142,7 +142,7 @@ mod fuzz {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::frame::fuzz::{apply, cases, mutation};
+    use crate::frame::fuzz::damage;
 
     /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
     const FUZZ_CASES: u32 = 5000;
@@ -200,7 +200,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Arbitrary text, and arbitrary fields under a matching checksum: a piece only if
         /// it is plausible, and then it writes and reads back the same.
@@ -220,19 +220,17 @@ mod fuzz {
         #[test]
         fn fuzz_sst_journal_line_mutated(
             piece in piece(),
-            mutations in proptest::collection::vec(mutation(), 0..3),
+            damages in proptest::collection::vec(damage(), 0..3),
             seal in any::<bool>(),
         ) {
             let line = line_of(&piece);
             let line = line.trim_end_matches('\n');
-            if mutations.is_empty() {
+            if damages.is_empty() {
                 let parsed = parse_line(line);
                 prop_assert_eq!(parsed.as_ref(), plausible(&piece).then_some(&piece));
             }
             let mut bytes = line.as_bytes().to_vec();
-            for mutation in &mutations {
-                apply(&mut bytes, mutation);
-            }
+            fuzzing::apply(&mut bytes, &damages);
             let damaged = String::from_utf8_lossy(&bytes);
             check_line(&damaged)?;
             if seal {
@@ -244,19 +242,17 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES_FILE)))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES_FILE))]
 
         /// Whole journal files, damaged: opening lists plausible pieces only, one per
         /// (path, offset), and counts every other non-empty line as skipped.
         #[test]
         fn fuzz_sst_journal_file_damaged(
             pieces in proptest::collection::vec(piece(), 0..8),
-            mutations in proptest::collection::vec(mutation(), 0..4),
+            damages in proptest::collection::vec(damage(), 0..4),
         ) {
             let mut bytes: Vec<u8> = pieces.iter().flat_map(|p| line_of(p).into_bytes()).collect();
-            for mutation in &mutations {
-                apply(&mut bytes, mutation);
-            }
+            fuzzing::apply(&mut bytes, &damages);
             let path = scratch_file("journal");
             fs::write(&path, &bytes).expect("write");
             let (journal, held, skipped) = Journal::open(&path).expect("open");
@@ -267,7 +263,7 @@ mod fuzz {
             prop_assert_eq!(keys.len(), held.len());
             let lines = bytes.split(|b| *b == b'\n').count();
             prop_assert!(held.len() + skipped <= lines);
-            if mutations.is_empty() {
+            if damages.is_empty() {
                 let good = pieces.iter().filter(|p| plausible(p)).count();
                 prop_assert_eq!(skipped, pieces.len() - good);
             }

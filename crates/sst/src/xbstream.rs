@@ -260,10 +260,11 @@ mod tests {
 /// `scripts/fuzz.sh` runs them longer.
 #[cfg(test)]
 mod fuzz {
+    use fuzzing::Trickle;
     use proptest::prelude::*;
 
     use super::*;
-    use crate::frame::fuzz::{apply, cases, mutation, Trickle};
+    use crate::frame::fuzz::damage;
 
     /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
     const FUZZ_CASES: u32 = 5000;
@@ -339,7 +340,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases(FUZZ_CASES)))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Arbitrary bytes, most behind a chunk magic: never a panic.
         #[test]
@@ -363,7 +364,7 @@ mod fuzz {
         #[test]
         fn fuzz_xbstream_mutated(
             specs in proptest::collection::vec(spec(), 0..5),
-            mutations in proptest::collection::vec(mutation(), 0..3),
+            damages in proptest::collection::vec(damage(), 0..3),
             cut in proptest::option::of(any::<proptest::sample::Index>()),
             step in prop_oneof![Just(usize::MAX), 1usize..16],
         ) {
@@ -376,14 +377,12 @@ mod fuzz {
                 Spec::Ignorable(..) => true,
             });
             let whole = bytes.clone();
-            for mutation in &mutations {
-                apply(&mut bytes, mutation);
-            }
+            fuzzing::apply(&mut bytes, &damages);
             if let Some(cut) = cut {
                 bytes.truncate(cut.index(bytes.len() + 1));
             }
             let (chunks, clean_end) = read_all(&bytes, step)?;
-            if mutations.is_empty() && cut.is_none() && valid {
+            if damages.is_empty() && cut.is_none() && valid {
                 prop_assert!(clean_end);
                 let want: Vec<Chunk> = specs.iter().filter_map(expected).collect();
                 prop_assert_eq!(chunks, want);

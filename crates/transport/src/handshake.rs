@@ -339,16 +339,8 @@ mod tests {
     /// Cases per fuzz target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
     const FUZZ_CASES: u32 = 5_000;
 
-    fn fuzz_config() -> proptest::prelude::ProptestConfig {
-        let cases = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .unwrap_or(FUZZ_CASES);
-        proptest::prelude::ProptestConfig::with_cases(cases)
-    }
-
     proptest::proptest! {
-        #![proptest_config(fuzz_config())]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Any bytes as an introduction: an admission only of a well-formed one for this
         /// cluster, otherwise a named refusal, never a panic; the answer is always sent

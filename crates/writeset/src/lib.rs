@@ -491,78 +491,25 @@ mod tests {
 #[cfg(test)]
 mod fuzz {
     use super::*;
+    use fuzzing::{Damage, Damages};
     use proptest::prelude::*;
-    use proptest::sample::Index;
 
     /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
     const FUZZ_CASES: u32 = 10_000;
 
-    fn cases() -> u32 {
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|cases| cases.parse().ok())
-            .unwrap_or(FUZZ_CASES)
-    }
-
     /// Where the key count and the data length sit in the header.
     const LENGTH_FIELDS: [usize; 2] = [49, 53];
 
+    /// Huge values for the format's length fields, besides `u64::MAX` and `u32::MAX`.
+    const HUGE: [u64; 2] = [u16::MAX as u64, 1 << 30];
+
     /// One way to damage an encoding.
-    #[derive(Clone, Debug)]
-    enum Mutation {
-        Flip(Index, u8),
-        Set(Index, u8),
-        /// A little-endian value of `width` bytes written over whatever is there.
-        Wide(Index, u64, usize),
-        Truncate(Index),
-        Insert(Index, Vec<u8>),
-    }
-
-    fn huge() -> impl Strategy<Value = u64> {
-        prop_oneof![
-            Just(u64::MAX),
-            Just(u64::from(u32::MAX)),
-            Just(u64::from(u16::MAX)),
-            Just(1 << 30),
-            any::<u64>(),
-        ]
-    }
-
-    fn mutation() -> impl Strategy<Value = Mutation> {
-        prop_oneof![
-            (any::<Index>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
-            (any::<Index>(), any::<u8>()).prop_map(|(at, v)| Mutation::Set(at, v)),
-            (
-                any::<Index>(),
-                huge(),
-                prop_oneof![Just(2usize), Just(4), Just(8)]
-            )
-                .prop_map(|(at, v, w)| Mutation::Wide(at, v, w)),
-            any::<Index>().prop_map(Mutation::Truncate),
-            (any::<Index>(), proptest::collection::vec(any::<u8>(), 1..8))
-                .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
-        ]
-    }
-
-    fn apply(bytes: &mut Vec<u8>, mutation: &Mutation) {
-        let len = bytes.len();
-        if len == 0 {
-            return;
-        }
-        match mutation {
-            Mutation::Flip(at, bit) => bytes[at.index(len)] ^= 1 << bit,
-            Mutation::Set(at, value) => bytes[at.index(len)] = *value,
-            Mutation::Wide(at, value, width) => {
-                let at = at.index(len);
-                let end = (at + width).min(len);
-                bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
-            }
-            Mutation::Truncate(at) => bytes.truncate(at.index(len)),
-            Mutation::Insert(at, more) => {
-                let at = at.index(len + 1);
-                bytes.splice(at..at, more.iter().copied());
-            }
-        }
+    fn damage() -> impl Strategy<Value = Damage> {
+        Damages::default()
+            .huge(&HUGE)
+            .widths(&[2, 4, 8])
+            .insert_lengths(1..8)
+            .strategy()
     }
 
     /// Replaces the trailing checksum with the right one, so the parser behind it is reached.
@@ -618,7 +565,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
         /// Arbitrary bytes, half of them behind a valid magic and version, and half sealed
         /// with a matching checksum so that the structure parser is what gets exercised.
@@ -642,18 +589,18 @@ mod fuzz {
         #[test]
         fn fuzz_writeset_decode_mutated(
             ws in write_set(),
-            mutations in proptest::collection::vec(mutation(), 1..4),
-            length_field in proptest::option::of((proptest::sample::select(&LENGTH_FIELDS[..]), huge())),
+            damages in proptest::collection::vec(damage(), 1..4),
+            length_field in proptest::option::of(
+                (proptest::sample::select(&LENGTH_FIELDS[..]), fuzzing::huge(&HUGE)),
+            ),
             seal in any::<bool>(),
         ) {
             let mut bytes = ws.to_bytes();
             prop_assert_eq!(WriteSet::decode(&bytes), Ok(ws));
             if let Some((at, value)) = length_field {
-                bytes[at..at + 4].copy_from_slice(&value.to_le_bytes()[..4]);
+                fuzzing::write_le(&mut bytes, at, value, 4);
             }
-            for mutation in &mutations {
-                apply(&mut bytes, mutation);
-            }
+            fuzzing::apply(&mut bytes, &damages);
             if seal {
                 reseal(&mut bytes);
             }

@@ -2,35 +2,13 @@
 //! sequence panics them, no length field makes them allocate ahead of the bytes, and what
 //! they accept re-encodes to what was sent. `scripts/fuzz.sh` runs them longer.
 
+use fuzzing::{Damage, Damages, Trickle, Weights};
 use proptest::prelude::*;
-use proptest::sample::Index;
 
 use super::*;
 
 /// Cases per target in a plain `cargo test`; `PROPTEST_CASES` overrides it.
 const FUZZ_CASES: u32 = 5000;
-
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(FUZZ_CASES)
-}
-
-/// A reader that hands out at most `step` bytes per call, as a socket may.
-struct Trickle<'a> {
-    bytes: &'a [u8],
-    step: usize,
-}
-
-impl Read for Trickle<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = buf.len().min(self.step).min(self.bytes.len());
-        buf[..n].copy_from_slice(&self.bytes[..n]);
-        self.bytes = &self.bytes[n..];
-        Ok(n)
-    }
-}
 
 /// Reads a whole stream as the joiner does: the header, then records until the end frame
 /// or the first error. Checks what must hold of anything accepted, and returns the outcome.
@@ -202,52 +180,15 @@ fn raw_record() -> impl Strategy<Value = RawRecord> {
         })
 }
 
-/// One way to damage a stream.
-#[derive(Clone, Debug)]
-enum Mutation {
-    Flip(Index, u8),
-    /// A little-endian value of `width` bytes written over whatever is there.
-    Wide(Index, u64, usize),
-    Truncate(Index),
-    Insert(Index, Vec<u8>),
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        (any::<Index>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip(at, bit)),
-        (
-            any::<Index>(),
-            prop_oneof![Just(u64::MAX), Just(u64::from(u32::MAX)), any::<u64>()],
-            prop_oneof![Just(4usize), Just(8)]
-        )
-            .prop_map(|(at, v, w)| Mutation::Wide(at, v, w)),
-        any::<Index>().prop_map(Mutation::Truncate),
-        (
-            any::<Index>(),
-            proptest::collection::vec(any::<u8>(), 1..20)
-        )
-            .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
-    ]
-}
-
-fn apply(bytes: &mut Vec<u8>, mutation: &Mutation) {
-    let len = bytes.len();
-    if len == 0 {
-        return;
-    }
-    match mutation {
-        Mutation::Flip(at, bit) => bytes[at.index(len)] ^= 1 << bit,
-        Mutation::Wide(at, value, width) => {
-            let at = at.index(len);
-            let end = (at + width).min(len);
-            bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
-        }
-        Mutation::Truncate(at) => bytes.truncate(at.index(len)),
-        Mutation::Insert(at, more) => {
-            let at = at.index(len + 1);
-            bytes.splice(at..at, more.iter().copied());
-        }
-    }
+/// One way to damage a stream: any but an overwritten byte.
+fn damage() -> impl Strategy<Value = Damage> {
+    Damages::default()
+        .weights(Weights {
+            set: 0,
+            ..Weights::EVEN
+        })
+        .insert_lengths(1..20)
+        .strategy()
 }
 
 fn end_frame(count: u64, out: &mut Vec<u8>) {
@@ -255,7 +196,7 @@ fn end_frame(count: u64, out: &mut Vec<u8>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
     /// Arbitrary bytes, alone or after a valid header: never a panic.
     #[test]
@@ -294,7 +235,7 @@ proptest! {
         records in proptest::collection::vec(raw_record(), 0..6),
         follow_header in any::<bool>(),
         count in proptest::option::of(0u64..8),
-        mutations in proptest::collection::vec(mutation(), 0..3),
+        damages in proptest::collection::vec(damage(), 0..3),
         step in prop_oneof![Just(1usize << 20), 1usize..32],
     ) {
         let mut bytes = Vec::new();
@@ -308,9 +249,7 @@ proptest! {
             record.encode(&mut bytes);
         }
         end_frame(count.unwrap_or(records.len() as u64), &mut bytes);
-        for mutation in &mutations {
-            apply(&mut bytes, mutation);
-        }
+        fuzzing::apply(&mut bytes, &damages);
         // Its own checks are the assertions; any outcome is fine otherwise.
         let _outcome = read_stream(&bytes, step)?;
     }
@@ -366,25 +305,12 @@ proptest! {
     /// bytes is an error.
     #[test]
     fn fuzz_ist_read_bounded_allocates_as_bytes_arrive(
-        claim in prop_oneof![Just(RECORD_MAX as usize), Just(INDEX_MAX as usize), 0usize..300_000],
-        available in 0usize..300_000,
-        step in prop_oneof![Just(usize::MAX), 1usize..5000],
+        (claim, available, step) in
+            fuzzing::bounded_reads(&[RECORD_MAX as usize, INDEX_MAX as usize]),
     ) {
-        let data: Vec<u8> = (0..available).map(|i| i as u8).collect();
-        let mut input = Trickle { bytes: &data, step };
-        let mut buf = Vec::new();
-        let result = read_bounded(&mut input, claim, &mut buf);
-        prop_assert!(
-            buf.capacity() <= READ_AHEAD + 2 * available,
-            "{} bytes allocated for a claim of {} with {} available",
-            buf.capacity(), claim, available
-        );
-        if claim <= available {
-            prop_assert!(result.is_ok());
-            prop_assert_eq!(&buf[..], &data[..claim]);
-        } else {
-            prop_assert_eq!(result.map_err(|e| e.kind()), Err(std::io::ErrorKind::UnexpectedEof));
-        }
+        fuzzing::check_bounded_read(READ_AHEAD, claim, available, step, |input, claim, buf| {
+            read_bounded(input, claim, buf)
+        })?;
     }
 }
 
