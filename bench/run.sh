@@ -29,7 +29,13 @@ Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR
                    named), and partition (3 hosts in network namespaces, sysbench across
                    the bridge while a host is cut off for 25 s, the Raft leader is cut off,
                    a host is frozen for 10 s and a host is killed and restarted: zero-tps
-                   seconds, worst p99 in the fault, time back to Synced; about 12 minutes)
+                   seconds, worst p99 in the fault, time back to Synced; about 12 minutes),
+                   and tls (3 hosts, oltp_write_only at 8 threads across the bridge on
+                   Trireme and Galera, each with and without TLS for the group traffic:
+                   the cost of TLS per provider and Trireme-TLS / Galera-TLS; 2 repetitions
+                   of 30 s, about 7 minutes, quick 1 of 20 s, about 3; not run unless
+                   named). The host scenarios (partition, tls) need the host network to
+                   themselves: run them under `flock /tmp/trireme-hosts.lock bench/run.sh`.
   --seconds N      length of each write-path and standalone run (default 30, quick 10)
   --reps N         repetitions of every run (default 3, quick 1)
   --base-port-a/b/c P
@@ -77,12 +83,15 @@ done
 
 for scenario in ${only//,/ }; do
   case $scenario in
-    write-node1|write-spread|overhead|frozen|failover|ist|large-trx|sst|partition) ;;
+    write-node1|write-spread|overhead|frozen|failover|ist|large-trx|sst|partition|tls) ;;
     *) echo "run.sh: unknown scenario '$scenario' in --only" >&2; exit 2 ;;
   esac
 done
 selected() { [[ ",$only," == *",$1,"* ]]; }
 
+# The TLS-across-hosts scenario keeps its own defaults (2 repetitions of 30 s, quick 1 of
+# 20 s) unless --reps or --seconds are given.
+tls_reps=$reps; tls_seconds=$seconds
 # Run lengths. The full plan is 2 workloads x 2 thread counts x 2 placements x 2 providers
 # x 3 repetitions x 30 s (24 min) + standalone ceiling 2 x 2 x 3 x 30 s (6 min) + frozen and
 # failover 2 x 2 x 3 x 25 s (5 min) = 35 min of load; setup, quiescing and rejoins add about
@@ -100,6 +109,7 @@ if [ "$quick" = 1 ]; then
   sst_tables=2; sst_table_size=100000
   # Measured on a 2-core machine: 2.5 min.
   large_rows=200000; large_from=40000; large_s=300
+  tls_reps=${tls_reps:-1}; tls_seconds=${tls_seconds:-20}
 else
   reps=${reps:-3}; seconds=${seconds:-30}
   workloads=(oltp_write_only oltp_read_write); thread_counts=(8 32)
@@ -110,10 +120,17 @@ else
   sst_tables=8; sst_table_size=1000000
   # Measured on a 2-core machine: 7.6 min, one cluster rebuilt after a failed DELETE included.
   large_rows=1000000; large_from=200000; large_s=780
+  tls_reps=${tls_reps:-2}; tls_seconds=${tls_seconds:-30}
 fi
+# About 15 s per configuration to bring the hosts up, prepare and tear down (measured on a
+# busy 2-core machine: 2 repetitions of 30 s took 6.5 min), 4 configurations per repetition.
+tls_s=$(( tls_reps * 4 * (20 + tls_seconds) ))
 large_variants="none rows1000 rows10000"
 if selected large-trx; then
   limit_s=$(( limit_s + large_s )); cap_min=$(( cap_min + large_s * 3 / 2 / 60 ))
+fi
+if selected tls; then
+  limit_s=$(( limit_s + tls_s )); cap_min=$(( cap_min + tls_s * 3 / 2 / 60 ))
 fi
 placements=()
 selected write-node1 && placements+=(node1)
@@ -616,6 +633,7 @@ runs=$(( runs + reps * 2 * disturbances ))
 # 30 s of rejoin per disturbance run (measured on a 2-core machine).
 estimate_s=$(( load_s + 30 * (2 + ceiling) + 5 * runs + 30 * reps * 2 * disturbances ))
 selected large-trx && estimate_s=$(( estimate_s + large_s ))
+selected tls && estimate_s=$(( estimate_s + tls_s ))
 
 kv "$m" mode "$([ "$quick" = 1 ] && echo quick || echo full)"
 kv "$m" command "$invocation"
@@ -726,6 +744,18 @@ if selected partition; then
   TRIREME_BENCH_OUT=$out FAULTS_PROVIDER_A=$provider_a FAULTS_PROVIDER_B=$provider_b \
     run_bounded "$(capped 1800)" "$log_file" "$root/bench/scripts/hosts_faults_pair.sh" \
     || incident "the faults-across-hosts scenario failed: see run.log"
+fi
+# TLS across hosts: 4 clusters in network namespaces, one at a time (Trireme and Galera, each
+# without and with TLS), with the binaries as they are (no build in the middle of a run).
+if selected tls && ! budget_allows "$tls_s"; then
+  incident "skipped the TLS-across-hosts scenario: the time budget is spent"
+elif selected tls; then
+  log "TLS across hosts: $tls_reps repetition(s) of $tls_seconds s per configuration"
+  record_cmd "tls" "$root/bench/scripts/hosts_tls_pair.sh" "$tls_reps" "$tls_seconds"
+  TRIREME_BENCH_OUT=$out TRIREME_BENCH_NO_BUILD=1 TLS_PROVIDER_A=$provider_a \
+    TLS_PROVIDER_B=$provider_b run_bounded "$(capped $(( tls_s * 3 / 2 )))" "$log_file" \
+    "$root/bench/scripts/hosts_tls_pair.sh" "$tls_reps" "$tls_seconds" \
+    || incident "the TLS-across-hosts scenario failed or a configuration did not count: see hosts_tls-notes.txt"
 fi
 kv "$m" loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 kv "$m" finished_ns "$(now_ns)"

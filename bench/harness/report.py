@@ -675,6 +675,108 @@ def hosts_faults_section(add, tsv, number):
     return rows
 
 
+# Targets of the security issue for TLS across hosts.
+TLS_MAX_COST_PCT = 10.0
+TLS_MIN_RATIO = 1.0
+TLS_CONFIGS = (("trireme", "off", "Trireme plain"), ("trireme", "on", "Trireme TLS"),
+               ("galera", "off", "Galera plain"), ("galera", "on", "Galera TLS"))
+
+
+def hosts_tls_section(add, tsv, notes, number):
+    """The TLS-across-hosts section from bench/scripts/hosts_tls_pair.sh's hosts_tls.tsv
+    (and its notes); returns the figures."""
+    add(f"## {number}. TLS across hosts")
+    add("")
+    add("3 hosts in network namespaces on a bridge (`trireme cluster up --hosts`), in 4 "
+        "configurations one after another: each provider without and with mutual TLS for "
+        "the group traffic and IST (`socket.ssl_key`, `socket.ssl_cert` = leaf + "
+        "intermediate CA, `socket.ssl_ca` = root; the same options on both). sysbench "
+        "oltp_write_only, 4 tables × 10,000 rows, 8 threads across the bridge to all 3 "
+        "hosts; the order reverses every repetition. A TLS run counts only if every node "
+        "logged it (Trireme: \"TLS ready\"; Galera: listening at ssl://). Command: "
+        "`bench/scripts/hosts_tls_pair.sh`.")
+    add("")
+    rows = []
+    for line in tsv.read_text().splitlines()[1:]:
+        cells = line.split("\t")
+        if len(cells) >= 8:
+            rows.append(cells)
+    by = {}
+    for cells in rows:
+        by.setdefault((cells[0], cells[1]), []).append(cells)
+    stats = {}
+    add("| configuration | tps | p95 ms | ignored errors/s | runs | CA file |")
+    add("|---|---:|---:|---:|---:|---|")
+    for provider, tls, label in TLS_CONFIGS:
+        runs = by.get((provider, tls), [])
+        tps = summarize([to_float(c[3]) for c in runs])
+        p95 = summarize([to_float(c[4]) for c in runs])
+        errs = summarize([to_float(c[6]) for c in runs])
+        stats[(provider, tls)] = {"tps": tps, "p95_ms": p95, "errors_per_s": errs}
+        counted = sum(1 for c in runs if to_float(c[3]) is not None)
+        cas = ", ".join(sorted({c[8] for c in runs if len(c) > 8 and c[8] != "-"})) or "–"
+        add(f"| {label} | {fmt_stat(tps, 1)} | {fmt_stat(p95, 2)} | {fmt_stat(errs, 2)} | "
+            f"{counted}/{len(runs)} | {cas} |")
+    add("")
+
+    def cost(provider):
+        r = ratio(stats[(provider, "on")]["tps"], stats[(provider, "off")]["tps"])
+        return None if r is None else (1 - r) * 100
+
+    def per_rep_cost(provider):
+        plain = {c[2]: to_float(c[3]) for c in by.get((provider, "off"), [])}
+        tls = {c[2]: to_float(c[3]) for c in by.get((provider, "on"), [])}
+        return ", ".join(f"r{rep} {(1 - tls[rep] / plain[rep]) * 100:.1f} %"
+                         for rep in sorted(plain, key=int)
+                         if plain[rep] and tls.get(rep) is not None)
+
+    def verdict(ok):
+        return "n/a" if ok is None else ("**met**" if ok else "**missed**")
+
+    cost_t, cost_g = cost("trireme"), cost("galera")
+    ratio_tls = ratio(stats[("trireme", "on")]["tps"], stats[("galera", "on")]["tps"])
+    ratio_plain = ratio(stats[("trireme", "off")]["tps"], stats[("galera", "off")]["tps"])
+    add("| figure (medians) | value | target | |")
+    add("|---|---:|---:|---|")
+    add(f"| TLS cost, Trireme (1 − TLS tps / plain tps) | "
+        f"{'n/a' if cost_t is None else f'{cost_t:.1f} %'} | ≤ {TLS_MAX_COST_PCT:.0f} % | "
+        f"{verdict(None if cost_t is None else cost_t <= TLS_MAX_COST_PCT)} |")
+    add(f"| TLS cost, Galera | {'n/a' if cost_g is None else f'{cost_g:.1f} %'} | "
+        "(reference) | |")
+    add(f"| Trireme TLS / Galera TLS tps | {fmt_ratio(ratio_tls)} | "
+        f"≥ {TLS_MIN_RATIO:.1f} | "
+        f"{verdict(None if ratio_tls is None else ratio_tls >= TLS_MIN_RATIO)} |")
+    add(f"| Trireme plain / Galera plain tps | {fmt_ratio(ratio_plain)} | (reference) | |")
+    add("")
+    for provider, name in (("trireme", "Trireme"), ("galera", "Galera")):
+        reps = per_rep_cost(provider)
+        if reps:
+            add(f"- TLS cost of {name} per repetition (plain and TLS of the same "
+                f"repetition): {reps}.")
+    if notes.is_file():
+        # What the reader must know: findings, Galera's verdict on the chain, failures.
+        # The same note of every repetition once, with the repetitions it came from.
+        keep = {}
+        for line in notes.read_text().splitlines():
+            text = line.split(" ", 1)[-1]
+            if not re.search(r"FINDING|formed with|in the error log of|did not|not counted|"
+                             r"failed|exited|cluster_size|not as configured|once more|"
+                             r"provider_version", text):
+                continue
+            rep = re.search(r" (r\d+):", text)
+            key = re.sub(r" r\d+:", ":", text)
+            keep.setdefault(key, []).append(rep.group(1) if rep else "")
+        for text, reps in keep.items():
+            reps = [r for r in reps if r]
+            add(f"- {text}" + (f" ({', '.join(reps)})" if reps else ""))
+    add("")
+    return {"configs": {f"{p}-{t}": v for (p, t), v in stats.items()},
+            "tls_cost_pct": {"trireme": cost_t, "galera": cost_g},
+            "trireme_tls_over_galera_tls": ratio_tls,
+            "trireme_plain_over_galera_plain": ratio_plain,
+            "targets": {"max_cost_pct": TLS_MAX_COST_PCT, "min_ratio": TLS_MIN_RATIO}}
+
+
 def sst_section(add, path, number):
     """The SST section from bench/scripts/sst_pair.sh's sst.tsv; returns its figures."""
     figures = read_sst(path)
@@ -1204,6 +1306,12 @@ def main():
     faults_tsv = out / "hosts_faults.tsv"
     if faults_tsv.is_file():
         results["hosts_faults"] = hosts_faults_section(add, faults_tsv, number)
+        number += 1
+
+    tls_tsv = out / "hosts_tls.tsv"
+    if tls_tsv.is_file():
+        results["hosts_tls"] = hosts_tls_section(add, tls_tsv, out / "hosts_tls-notes.txt",
+                                                 number)
         number += 1
 
     large_tsv = out / "large-trx.tsv"

@@ -9,6 +9,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,15 @@ use cli::{hosts, Cluster, Signal, SstMethod, Timeouts, UpOptions};
 
 mod common;
 use common::{assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider, ClusterGuard};
+
+/// The hosts' namespaces and bridge have fixed names: one cluster of hosts at a time.
+static ONE_NETWORK_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_network() -> MutexGuard<'static, ()> {
+    ONE_NETWORK_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Makes the test certificates in `dir` with the real openssl tool.
 fn make_certs(dir: &Path) {
@@ -132,6 +142,19 @@ fn edit_cnf(cluster: &Cluster, node: usize, from: &str, to: &str) {
     fs::write(&path, text.replace(from, to)).unwrap();
 }
 
+/// Starts `node` (it must get in) and returns the lines its log gained meanwhile.
+fn start_and_log(cluster: &Cluster, node: usize) -> String {
+    let before = cluster.error_log_tail(node, usize::MAX).lines().count();
+    cluster.start_node(node).unwrap();
+    new_log_lines(cluster, node, before)
+}
+
+/// The lines of `node`'s log after the first `skip`.
+fn new_log_lines(cluster: &Cluster, node: usize, skip: usize) -> String {
+    let log = cluster.error_log_tail(node, usize::MAX);
+    log.lines().skip(skip).collect::<Vec<_>>().join("\n")
+}
+
 /// Starts node 3 with a configuration the others must refuse; returns the new lines of
 /// node 1's and node 3's logs once node 3 gave up or 20 s passed.
 fn refused_start(cluster: &mut Cluster) -> (String, String) {
@@ -155,11 +178,10 @@ fn refused_start(cluster: &mut Cluster) -> (String, String) {
     if cluster.pid(3).is_some() {
         cluster.kill(3, Signal::Kill).unwrap();
     }
-    let new_lines = |node: usize, skip: usize| {
-        let log = cluster.error_log_tail(node, usize::MAX);
-        log.lines().skip(skip).collect::<Vec<_>>().join("\n")
-    };
-    (new_lines(1, before[0]), new_lines(3, before[1]))
+    (
+        new_log_lines(cluster, 1, before[0]),
+        new_log_lines(cluster, 3, before[1]),
+    )
 }
 
 const CANARY_USER: &str = "canary";
@@ -189,6 +211,7 @@ fn insert_across_the_bridge(canary: &str, id: u32) {
 /// The whole TLS story on one cluster of hosts (one cluster is ~1 min to set up).
 #[test]
 fn a_tls_cluster_of_hosts_encrypts_everything_and_refuses_strangers() {
+    let _network = one_network();
     let (guard, _) = new_cluster_dir();
     // Beside the cluster's directory (which must start empty), readable by the server's
     // unprivileged user.
@@ -244,24 +267,18 @@ fn canary_never_crosses_the_bridge_in_clear(cluster: &mut Cluster, dir: &Path, c
 
     cluster.stop_node(3).unwrap();
     insert(2);
-    let before = cluster.error_log_tail(3, usize::MAX).lines().count();
-    cluster.start_node(3).unwrap();
-    let log = cluster.error_log_tail(3, usize::MAX);
-    let rejoin: Vec<&str> = log.lines().skip(before).collect();
+    let rejoin = start_and_log(cluster, 3);
     assert!(
-        rejoin.join("\n").contains("receiving IST"),
+        rejoin.contains("receiving IST"),
         "node3 did not rejoin by IST"
     );
 
     cluster.stop_node(2).unwrap();
     fs::remove_file(cluster.config().grastate_path(2)).unwrap();
     insert(3);
-    let before = cluster.error_log_tail(2, usize::MAX).lines().count();
-    cluster.start_node(2).unwrap();
-    let log = cluster.error_log_tail(2, usize::MAX);
-    let rejoin: Vec<&str> = log.lines().skip(before).collect();
+    let rejoin = start_and_log(cluster, 2);
     assert!(
-        rejoin.join("\n").contains("wsrep_sst_trireme"),
+        rejoin.contains("wsrep_sst_trireme"),
         "node2 did not rejoin by trireme SST"
     );
     assert_equal_at_rest(cluster, &["secret.t"]);
@@ -292,12 +309,9 @@ fn canary_never_crosses_the_bridge_in_clear(cluster: &mut Cluster, dir: &Path, c
     );
     fs::remove_file(cluster.config().grastate_path(2)).unwrap();
     insert(4);
-    let before = cluster.error_log_tail(2, usize::MAX).lines().count();
-    cluster.start_node(2).unwrap();
-    let log = cluster.error_log_tail(2, usize::MAX);
-    let rejoin: Vec<&str> = log.lines().skip(before).collect();
+    let rejoin = start_and_log(cluster, 2);
     assert!(
-        rejoin.join("\n").contains("wsrep_sst_rsync"),
+        rejoin.contains("wsrep_sst_rsync"),
         "node2 did not rejoin by rsync SST"
     );
     assert_equal_at_rest(cluster, &["secret.t"]);
@@ -442,6 +456,7 @@ const FLOOD_GROWTH_MAX: u64 = 256 << 20;
 /// of three, and no node's memory grows by 256 MiB.
 #[test]
 fn a_flooded_group_port_stops_nothing() {
+    let _network = one_network();
     let (guard, _) = new_cluster_dir();
     let provider = trireme_provider();
     preflight(&provider);
