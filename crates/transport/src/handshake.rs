@@ -110,7 +110,8 @@ pub(crate) fn admit(
     let introduction = read_introduction(stream)?;
     let verdict = if introduction.cluster != cluster {
         Err(format!(
-            "the peer is in cluster {:?}, this node in {cluster:?} (wsrep_cluster_name)",
+            "wsrep_cluster_name differs: the connecting node is in cluster {:?}, the accepting \
+             node in {cluster:?}",
             introduction.cluster
         ))
     } else {
