@@ -278,12 +278,6 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 let reload_tls = options.take_ssl_reload();
                 drop(options);
                 if let Some(replicator) = instance.replicator() {
-                    if reload_tls {
-                        if let Err(error) = replicator.reload_tls() {
-                            instance.log(WSREP_LOG_ERROR, &format!("socket.ssl_reload: {error}"));
-                            return WSREP_NODE_FAIL;
-                        }
-                    }
                     replicator.set_max_write_set_bytes(max_write_set_bytes);
                     if let Err(error) = replicator.reconfigure(group, causal_read_timeout) {
                         instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
@@ -302,6 +296,14 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                         _ => options::value::FreezePurge::Off,
                     };
                     lock(&instance.options).gcache_freeze_purge_at_seqno = effective;
+                    // Last, so that a failed reload does not keep the other options of the
+                    // same SET from taking effect.
+                    if reload_tls {
+                        if let Err(error) = replicator.reload_tls() {
+                            instance.log(WSREP_LOG_ERROR, &format!("socket.ssl_reload: {error}"));
+                            return WSREP_NODE_FAIL;
+                        }
+                    }
                 }
                 WSREP_OK
             }

@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -227,28 +227,89 @@ enum Refused {
     Transfer(SstError),
 }
 
+/// Most connections being admitted at once; more are turned away on arrival.
+const ADMISSIONS_MAX: usize = 8;
+
+/// What one admission thread found.
+type Admitted = (SocketAddr, Result<(Stream, u16, u16), Refused>);
+
+/// Connections being admitted (TLS, the proof of the secret, `Hello`), each on a thread of
+/// its own, so that a silent or slow connection does not hold up the donor's. Results
+/// outlive one [`accept`] call: the donor may connect its next stream before the previous
+/// one's admission is collected.
+struct Admissions {
+    sender: mpsc::Sender<Admitted>,
+    results: mpsc::Receiver<Admitted>,
+    in_flight: usize,
+}
+
+impl Admissions {
+    fn new() -> Admissions {
+        let (sender, results) = mpsc::channel();
+        Admissions {
+            sender,
+            results,
+            in_flight: 0,
+        }
+    }
+
+    fn start(&mut self, tcp: TcpStream, peer: SocketAddr, session: &Session) {
+        if self.in_flight >= ADMISSIONS_MAX {
+            log(
+                "WARNING",
+                &format!("turned away {peer}: {ADMISSIONS_MAX} connections are being admitted"),
+            );
+            return;
+        }
+        let sender = self.sender.clone();
+        let session = session.clone();
+        let spawned = thread::Builder::new()
+            .name("sst-admit".into())
+            .spawn(move || {
+                // The receiver is gone only once the transfer is over.
+                let _ = sender.send((peer, admit_donor(tcp, peer, &session)));
+            });
+        match spawned {
+            Ok(_) => self.in_flight += 1,
+            Err(e) => log(
+                "WARNING",
+                &format!("turned away {peer}: no thread for it ({e})"),
+            ),
+        }
+    }
+}
+
 /// Waits for the next stream of the donor. Connections that fail TLS or the proof of the
 /// secret are turned away with a warning; if none is admitted in time, the error names the
 /// last refusal, so that a TLS or session mismatch is not reported as a mere timeout.
+/// Admissions under way at the deadline get one handshake timeout more to finish.
 fn accept(
     listener: &TcpListener,
+    admissions: &mut Admissions,
     session: &Session,
     deadline: Instant,
     parent: Option<u32>,
 ) -> Result<(Stream, u16, u16), SstError> {
     let mut turned_away: Option<String> = None;
     loop {
-        match listener.accept() {
-            Ok((tcp, peer)) => match admit_donor(tcp, peer, session) {
+        while let Ok((peer, result)) = admissions.results.try_recv() {
+            admissions.in_flight -= 1;
+            match result {
                 Ok(admitted) => return Ok(admitted),
                 Err(Refused::Transfer(error)) => return Err(error),
                 Err(Refused::Connection(reason)) => {
                     log("WARNING", &format!("turned away {peer}: {reason}"));
                     turned_away = Some(format!("{peer}: {reason}"));
                 }
-            },
+            }
+        }
+        match listener.accept() {
+            Ok((tcp, peer)) => admissions.start(tcp, peer, session),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
+                let now = Instant::now();
+                let waiting =
+                    admissions.in_flight > 0 && now < deadline + session::HANDSHAKE_TIMEOUT;
+                if now >= deadline && !waiting {
                     return Err(SstError::Peer(match turned_away {
                         Some(last) => format!(
                             "no donor was admitted in time; the last connection turned away \
@@ -315,8 +376,14 @@ fn receive(
 ) -> Result<Joined, SstError> {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(settings.connect_timeout);
-    let (mut control, stream, streams) =
-        accept(&prepared.listener, &prepared.session, deadline, args.parent)?;
+    let mut admissions = Admissions::new();
+    let (mut control, stream, streams) = accept(
+        &prepared.listener,
+        &mut admissions,
+        &prepared.session,
+        deadline,
+        args.parent,
+    )?;
     if stream != 0 || streams == 0 {
         return Err(SstError::Protocol(format!(
             "the first stream is {stream} of {streams}"
@@ -428,8 +495,13 @@ fn receive(
 
     let mut connections = vec![(0u16, control)];
     while connections.len() < usize::from(streams) {
-        let (connection, stream, count) =
-            accept(&prepared.listener, &prepared.session, deadline, args.parent)?;
+        let (connection, stream, count) = accept(
+            &prepared.listener,
+            &mut admissions,
+            &prepared.session,
+            deadline,
+            args.parent,
+        )?;
         if count != streams || stream == 0 || connections.iter().any(|(s, _)| *s == stream) {
             return Err(SstError::Protocol(format!(
                 "unexpected stream {stream} of {count}"
@@ -1047,7 +1119,14 @@ mod tests {
         let joiner = Session::new(secret.clone(), tls("node.key", "node.pem", "ca.pem"));
         let plaintext = donor(Session::new(secret, None), address);
         // The deadline has passed: the queued connection is still handled first.
-        let error = accept(&listener, &joiner, Instant::now(), None).unwrap_err();
+        let error = accept(
+            &listener,
+            &mut Admissions::new(),
+            &joiner,
+            Instant::now(),
+            None,
+        )
+        .unwrap_err();
         let message = error.to_string();
         assert!(message.contains("turned away"), "{message}");
         assert!(message.contains("connected without TLS"), "{message}");
@@ -1064,13 +1143,37 @@ mod tests {
         let chosen = donor(Session::new(secret, None), address);
         // A bound that a passing run never reaches: both connections are queued already.
         let deadline = Instant::now() + Duration::from_secs(600);
-        let (_stream, number, streams) = accept(&listener, &joiner, deadline, None).unwrap();
+        let (_stream, number, streams) =
+            accept(&listener, &mut Admissions::new(), &joiner, deadline, None).unwrap();
         assert_eq!((number, streams), (0, 1));
         chosen.join().unwrap().unwrap();
         let stale_error = stale.join().unwrap().unwrap_err().to_string();
         assert!(
             stale_error.contains("did not prove the session secret"),
             "{stale_error}"
+        );
+    }
+
+    #[test]
+    fn a_silent_connection_does_not_hold_up_the_donor() {
+        let (listener, address) = listener();
+        let secret = Secret::generate().unwrap();
+        let joiner = Session::new(secret.clone(), None);
+        // Connects first and never sends a byte.
+        let silent = TcpStream::connect(address).unwrap();
+        let chosen = donor(Session::new(secret, None), address);
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let (_stream, number, _) =
+            accept(&listener, &mut Admissions::new(), &joiner, deadline, None).unwrap();
+        assert_eq!(number, 0);
+        chosen.join().unwrap().unwrap();
+        // The silent connection is still waiting for its own admission: the donor's was
+        // not queued behind it.
+        silent.set_nonblocking(true).unwrap();
+        let pending = std::io::Read::read(&mut &silent, &mut [0u8; 1]);
+        assert!(
+            matches!(&pending, Err(e) if e.kind() == io::ErrorKind::WouldBlock),
+            "the silent connection was already handled: {pending:?}"
         );
     }
 

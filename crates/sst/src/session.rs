@@ -177,7 +177,7 @@ pub fn set_timeouts(tcp: &TcpStream, timeout: Option<Duration>) -> io::Result<()
 
 /// What every connection of one transfer is set up with: TLS when configured, and the
 /// session secret.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Session {
     secret: Secret,
     tls: Option<Arc<TlsContext>>,

@@ -59,6 +59,9 @@ pub struct HandshakeError {
     pub peer: String,
     /// What went wrong, for the log.
     pub cause: String,
+    /// A refusal (certificates, TLS parameters, plaintext against TLS), which retrying at
+    /// once will not fix; otherwise the connection broke or timed out.
+    pub refused: bool,
 }
 
 impl HandshakeError {
@@ -66,6 +69,12 @@ impl HandshakeError {
         HandshakeError {
             peer: peer.to_owned(),
             cause: cause.into(),
+            refused: false,
         }
+    }
+
+    pub(crate) fn refusal(mut self, refused: bool) -> HandshakeError {
+        self.refused = refused;
+        self
     }
 }

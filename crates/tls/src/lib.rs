@@ -28,4 +28,4 @@ mod verify;
 pub use context::TlsContext;
 pub use error::{HandshakeError, TlsError};
 pub use files::{Labels, TlsFiles};
-pub use stream::{explain, looks_like_tls, Stream, TLS_RECORD_HANDSHAKE};
+pub use stream::{explain, is_refusal, looks_like_tls, Stream, TLS_RECORD_HANDSHAKE};

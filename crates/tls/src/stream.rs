@@ -99,7 +99,7 @@ pub(crate) fn connect(
         .map_err(|error| HandshakeError::new(peer, error.to_string()))?;
     while connection.is_handshaking() {
         if let Err(error) = connection.complete_io(&mut tcp) {
-            return Err(HandshakeError::new(peer, explain(&error)));
+            return Err(HandshakeError::new(peer, explain(&error)).refusal(is_refusal(&error)));
         }
     }
     Ok(Stream::Client(Box::new(StreamOwned::new(connection, tcp))))
@@ -118,7 +118,8 @@ pub(crate) fn accept(
                 peer,
                 "the peer sent plaintext, not a TLS handshake: a node without socket.ssl_key \
                  and socket.ssl_cert, or not a node at all",
-            ))
+            )
+            .refusal(true))
         }
         Ok(_) => {}
         Err(error) => return Err(HandshakeError::new(peer, explain(&error))),
@@ -127,12 +128,33 @@ pub(crate) fn accept(
         .map_err(|error| HandshakeError::new(peer, error.to_string()))?;
     while connection.is_handshaking() {
         if let Err(error) = connection.complete_io(&mut tcp) {
-            // Tell the peer why, if the library has an alert queued.
-            let _ = connection.complete_io(&mut tcp);
-            return Err(HandshakeError::new(peer, explain(&error)));
+            // Tell the peer why, if the library has an alert queued; only write, never wait
+            // for more of the peer's bytes.
+            while connection.wants_write() && connection.write_tls(&mut tcp).is_ok_and(|n| n > 0) {}
+            return Err(HandshakeError::new(peer, explain(&error)).refusal(is_refusal(&error)));
         }
     }
     Ok(Stream::Server(Box::new(StreamOwned::new(connection, tcp))))
+}
+
+/// Whether a handshake (or first read) failure is a refusal (a certificate or the TLS
+/// parameters turned down by one side), as opposed to a connection that broke or timed out.
+/// A refusal will not fix itself by retrying at once.
+pub fn is_refusal(error: &io::Error) -> bool {
+    let tls_error = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<Error>());
+    matches!(
+        tls_error,
+        Some(
+            Error::AlertReceived(_)
+                | Error::InvalidCertificate(_)
+                | Error::NoCertificatesPresented
+                | Error::PeerIncompatible(_)
+                | Error::InvalidMessage(_)
+                | Error::InappropriateMessage { .. }
+        )
+    )
 }
 
 /// A handshake (or first read) failure in a DBA's words, with the likely cause.

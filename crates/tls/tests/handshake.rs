@@ -64,6 +64,7 @@ fn handshake(
                 return Err(tls::HandshakeError {
                     peer: peer.to_string(),
                     cause: error.to_string(),
+                    refused: tls::is_refusal(&error),
                 });
             }
             stream.write_all(b"world").unwrap();
@@ -84,6 +85,7 @@ fn handshake(
             connected = Err(tls::HandshakeError {
                 peer: address.to_string(),
                 cause: tls::explain(&error),
+                refused: tls::is_refusal(&error),
             });
         }
     }
@@ -116,6 +118,7 @@ fn a_node_of_another_ca_is_refused_on_both_sides() {
     );
     let client_side = connected.expect_err("the node trusted a rogue server");
     assert!(client_side.cause.contains("refused"), "{client_side}");
+    assert!(client_side.refused, "a certificate refusal counts as one");
     assert!(accepted.is_err());
 }
 
@@ -131,6 +134,7 @@ fn a_plaintext_peer_is_named_as_such() {
     let (tcp, peer) = listener.accept().unwrap();
     let error = node().accept(tcp, &peer.to_string()).unwrap_err();
     assert!(error.cause.contains("plaintext"), "{error}");
+    assert!(error.refused, "plaintext against TLS is a refusal");
     writer.join().unwrap();
 }
 

@@ -121,16 +121,27 @@ pub(crate) fn admit(
         Ok(()) => (VERDICT_ADMITTED, ""),
         Err(reason) => (VERDICT_REFUSED, reason.as_str()),
     };
+    stream.write_all(&answer(code, reason))?;
+    stream.flush()?;
+    verdict.map_err(HandshakeError::Refuse)?;
+    Ok(introduction)
+}
+
+/// Sends a refusal with `reason` (best effort: the connection is closed next anyway).
+pub(crate) fn refuse(stream: &mut impl Write, reason: &str) {
+    let _ = stream.write_all(&answer(VERDICT_REFUSED, reason));
+    let _ = stream.flush();
+}
+
+/// The bytes of an answer.
+fn answer(code: u8, reason: &str) -> Vec<u8> {
     let reason = &reason.as_bytes()[..reason.len().min(REASON_MAX)];
-    let mut answer = Vec::with_capacity(7 + reason.len());
+    let mut answer = Vec::with_capacity(ADMITTED_ANSWER_LEN + reason.len());
     answer.extend_from_slice(&ANSWER_MAGIC);
     answer.push(code);
     answer.extend_from_slice(&(reason.len() as u16).to_le_bytes());
     answer.extend_from_slice(reason);
-    stream.write_all(&answer)?;
-    stream.flush()?;
-    verdict.map_err(HandshakeError::Refuse)?;
-    Ok(introduction)
+    answer
 }
 
 fn read_introduction(stream: &mut impl Read) -> Result<Introduction, HandshakeError> {
@@ -179,28 +190,69 @@ pub(crate) struct Bindings {
 #[derive(Default)]
 struct BindingsInner {
     by_id: HashMap<u64, IpAddr>,
+    /// Oldest binding first; a binding moves to the back when it is used again.
     order: VecDeque<u64>,
+    /// Ids with open connections, and how many: their bindings are never forgotten.
+    held: HashMap<u64, usize>,
 }
 
 impl Bindings {
-    /// Binds `raft_id` to `from`, or refuses if it is bound elsewhere.
+    /// Binds `raft_id` to `from` (IPv4-mapped addresses read as IPv4), or refuses if it is
+    /// bound elsewhere.
     pub(crate) fn bind(&self, raft_id: u64, from: IpAddr) -> Result<(), String> {
+        let from = from.to_canonical();
         let mut inner = lock(&self.inner);
         match inner.by_id.get(&raft_id) {
-            Some(bound) if *bound == from => Ok(()),
+            Some(bound) if *bound == from => {
+                inner.order.retain(|id| *id != raft_id);
+                inner.order.push_back(raft_id);
+                Ok(())
+            }
             Some(bound) => Err(format!(
                 "member id {raft_id} connects from {bound}; a connection from {from} may not \
                  claim it"
             )),
             None => {
                 if inner.order.len() >= BINDINGS_MAX {
-                    if let Some(oldest) = inner.order.pop_front() {
-                        inner.by_id.remove(&oldest);
-                    }
+                    inner.forget_oldest_unheld();
                 }
                 inner.by_id.insert(raft_id, from);
                 inner.order.push_back(raft_id);
                 Ok(())
+            }
+        }
+    }
+
+    /// Notes an open connection of `raft_id`.
+    pub(crate) fn hold(&self, raft_id: u64) {
+        *lock(&self.inner).held.entry(raft_id).or_insert(0) += 1;
+    }
+
+    /// Notes that a connection of `raft_id` closed.
+    pub(crate) fn release(&self, raft_id: u64) {
+        let mut inner = lock(&self.inner);
+        if let Some(count) = inner.held.get_mut(&raft_id) {
+            *count -= 1;
+            if *count == 0 {
+                inner.held.remove(&raft_id);
+            }
+        }
+    }
+}
+
+impl BindingsInner {
+    /// Forgets the oldest binding without an open connection. Held ones are bounded by the
+    /// connection limits, far below [`BINDINGS_MAX`].
+    fn forget_oldest_unheld(&mut self) {
+        for _ in 0..self.order.len() {
+            let Some(oldest) = self.order.pop_front() else {
+                return;
+            };
+            if self.held.contains_key(&oldest) {
+                self.order.push_back(oldest);
+            } else {
+                self.by_id.remove(&oldest);
+                return;
             }
         }
     }
@@ -321,6 +373,25 @@ mod tests {
         let mut huge = pipe(huge);
         let error = admit(&mut huge, ip(1), "prod", &bindings).unwrap_err();
         assert!(error.to_string().contains("65535-byte"), "{error}");
+    }
+
+    #[test]
+    fn a_binding_with_an_open_connection_is_never_forgotten() {
+        let bindings = Bindings::default();
+        bindings.bind(1, ip(1)).unwrap();
+        bindings.hold(1);
+        for id in 2..(BINDINGS_MAX as u64 + 100) {
+            bindings.bind(id, ip(2)).unwrap();
+        }
+        let error = bindings.bind(1, ip(2)).unwrap_err();
+        assert!(error.contains("10.0.0.1"), "{error}");
+        bindings.release(1);
+        for id in 5_000..(5_000 + BINDINGS_MAX as u64) {
+            bindings.bind(id, ip(2)).unwrap();
+        }
+        bindings
+            .bind(1, ip(2))
+            .expect("forgotten once its connection closed");
     }
 
     #[test]

@@ -99,9 +99,12 @@ pub struct TransportOptions {
     /// a FIN, or one that never sends). Longer than `writer_idle_timeout`, after which a
     /// peer closes a connection it has no use for.
     pub idle_timeout: Duration,
-    /// Connections from one address still in their handshake; more are closed on arrival,
-    /// so that one misbehaving source cannot hold every connection slot.
+    /// Connections from one address (an IPv6 /64) still in their handshake; more are closed
+    /// on arrival, so that one misbehaving source cannot hold every connection slot.
     pub max_pending_per_source: usize,
+    /// Connections from one address (an IPv6 /64) at once, handshake done or not. A member
+    /// needs one per peer that writes to it.
+    pub max_connections_per_source: usize,
     /// Wait after a peer refused this member (another cluster, TLS) before trying again.
     pub refused_backoff: Duration,
 }
@@ -128,6 +131,7 @@ impl Default for TransportOptions {
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(90),
             max_pending_per_source: 16,
+            max_connections_per_source: 64,
             refused_backoff: Duration::from_secs(1),
         }
     }
@@ -514,9 +518,13 @@ fn check_options(options: &TransportOptions) -> io::Result<()> {
         return invalid("idle_timeout must exceed writer_idle_timeout".into());
     }
     if options.max_pending_per_source == 0
-        || options.max_pending_per_source > options.max_connections
+        || options.max_pending_per_source > options.max_connections_per_source
+        || options.max_connections_per_source > options.max_connections
     {
-        return invalid("max_pending_per_source must be from 1 to max_connections".into());
+        return invalid(
+            "need 1 <= max_pending_per_source <= max_connections_per_source <= max_connections"
+                .into(),
+        );
     }
     Ok(())
 }

@@ -41,15 +41,71 @@ pub(crate) struct Connections {
 
 #[derive(Default)]
 struct ConnectionsInner {
-    /// Open connections by id (clones, to shut them down from outside their reader).
-    open: HashMap<u64, TcpStream>,
-    /// Connections per source address that have not finished their handshake.
-    pending: HashMap<IpAddr, usize>,
+    /// Open connections by id: a clone (to shut it down from outside its reader) and the
+    /// source it counts against.
+    open: HashMap<u64, (TcpStream, IpAddr)>,
+    /// Connections still in their handshake, by id: their source and deadline. A deadline
+    /// bounds the whole handshake, which a read timeout alone does not (a peer sending a
+    /// byte at a time resets it).
+    handshaking: HashMap<u64, (IpAddr, Instant)>,
     /// When each source's last refusal was logged, and how many were not logged since.
     refusals: HashMap<IpAddr, (Instant, u64)>,
     threads: Vec<JoinHandle<()>>,
     next_id: u64,
     closed: bool,
+}
+
+impl ConnectionsInner {
+    /// Shuts down the handshakes past their deadline; their readers then end.
+    fn reap_handshakes(&mut self, now: Instant) {
+        let expired: Vec<u64> = self
+            .handshaking
+            .iter()
+            .filter(|(_, (_, deadline))| *deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            self.handshaking.remove(&id);
+            if let Some((stream, _)) = self.open.remove(&id) {
+                // Fails only if the connection is already gone.
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// Why a new connection from `source` is refused, if it is.
+    fn over_limits(&self, source: IpAddr, options: &TransportOptions) -> Option<String> {
+        let from_source = self.open.values().filter(|(_, s)| *s == source).count();
+        let in_handshake = self
+            .handshaking
+            .values()
+            .filter(|(s, _)| *s == source)
+            .count();
+        if self.open.len() >= options.max_connections {
+            Some(format!("over {} connections", options.max_connections))
+        } else if from_source >= options.max_connections_per_source {
+            Some(format!("over {from_source} connections from one address"))
+        } else if in_handshake >= options.max_pending_per_source {
+            Some(format!(
+                "over {in_handshake} connections from one address in handshake"
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// The source a connection counts against: its address, with IPv4-mapped IPv6 addresses
+/// read as IPv4 and IPv6 addresses grouped by /64 (one host can hold a whole /64).
+fn source_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let mut segments = v6.segments();
+            segments[4..].fill(0);
+            IpAddr::V6(segments.into())
+        }
+        v4 => v4,
+    }
 }
 
 impl Connections {
@@ -60,23 +116,15 @@ impl Connections {
         events: &SyncSender<Event>,
         options: &TransportOptions,
     ) {
+        let source = source_of(peer.ip());
         let mut inner = lock(&self.inner);
         if inner.closed {
             return;
         }
         inner.threads.retain(|thread| !thread.is_finished());
-        if inner.open.len() >= options.max_connections {
+        inner.reap_handshakes(Instant::now());
+        if let Some(reason) = inner.over_limits(source, options) {
             drop(inner);
-            self.log_refusal(
-                peer,
-                &format!("over {} connections", options.max_connections),
-            );
-            return;
-        }
-        let pending = inner.pending.get(&peer.ip()).copied().unwrap_or(0);
-        if pending >= options.max_pending_per_source {
-            drop(inner);
-            let reason = format!("over {pending} connections from one address in handshake");
             self.log_refusal(peer, &reason);
             return;
         }
@@ -89,45 +137,43 @@ impl Connections {
         };
         let id = inner.next_id;
         inner.next_id += 1;
+        let deadline = Instant::now() + options.handshake_timeout;
         let connections = Arc::clone(self);
         let events = events.clone();
         let options = options.clone();
         let spawned = thread::Builder::new()
             .name(format!("trireme-read-{peer}"))
             .spawn(move || {
-                connections.serve(stream, peer, &events, &options);
+                connections.serve(id, stream, peer, &events, &options);
                 lock(&connections.inner).open.remove(&id);
             });
         match spawned {
             Ok(thread) => {
-                inner.open.insert(id, clone);
-                *inner.pending.entry(peer.ip()).or_insert(0) += 1;
+                inner.open.insert(id, (clone, source));
+                inner.handshaking.insert(id, (source, deadline));
                 inner.threads.push(thread);
             }
             Err(error) => tracing::warn!(%peer, %error, "could not start a reader thread"),
         }
     }
 
-    /// The reader thread: handshake, then frames until the connection ends.
+    /// The reader thread of connection `id`: handshake, then frames until it ends.
     fn serve(
         &self,
+        id: u64,
         tcp: TcpStream,
         peer: SocketAddr,
         events: &SyncSender<Event>,
         options: &TransportOptions,
     ) {
         let admitted = self.admit(tcp, peer, options);
-        {
-            let mut inner = lock(&self.inner);
-            if let Some(count) = inner.pending.get_mut(&peer.ip()) {
-                *count -= 1;
-                if *count == 0 {
-                    inner.pending.remove(&peer.ip());
-                }
-            }
-        }
+        lock(&self.inner).handshaking.remove(&id);
         match admitted {
-            Ok((stream, sender)) => read_loop(stream, peer, sender, events),
+            Ok((stream, sender)) => {
+                self.bindings.hold(sender);
+                read_loop(stream, peer, sender, events);
+                self.bindings.release(sender);
+            }
             Err(reason) => self.log_refusal(peer, &reason),
         }
     }
@@ -144,9 +190,12 @@ impl Connections {
             .and_then(|()| tcp.set_write_timeout(bounded))
             .map_err(|error| error.to_string())?;
         let mut stream = match &options.tls {
-            Some(context) => context
-                .accept(tcp, &peer.to_string())
-                .map_err(|error| error.cause)?,
+            Some(context) => {
+                refuse_plaintext_peer(&tcp)?;
+                context
+                    .accept(tcp, &peer.to_string())
+                    .map_err(|error| error.cause)?
+            }
             None => {
                 refuse_tls_peer(&tcp)?;
                 Stream::Plain(tcp)
@@ -194,7 +243,7 @@ impl Connections {
     pub(crate) fn close_all(&self) -> Vec<JoinHandle<()>> {
         let mut inner = lock(&self.inner);
         inner.closed = true;
-        for stream in inner.open.values() {
+        for (stream, _) in inner.open.values() {
             // Fails only if the connection is already gone.
             let _ = stream.shutdown(Shutdown::Both);
         }
@@ -224,6 +273,22 @@ pub(crate) fn accept_loop(
                 thread::sleep(Duration::from_millis(10));
             }
         }
+    }
+}
+
+/// With TLS, a peer that starts in plaintext is told why it is refused, in plaintext, so
+/// that its log says so instead of "connection closed".
+fn refuse_plaintext_peer(tcp: &TcpStream) -> Result<(), String> {
+    let mut first = [0u8; 1];
+    match tcp.peek(&mut first) {
+        Ok(1) if !tls::looks_like_tls(first[0]) => {
+            let reason = "this node runs TLS (socket.ssl_key, socket.ssl_cert) and the peer \
+                          speaks plaintext: configure the same TLS on every node";
+            let mut tcp = tcp;
+            handshake::refuse(&mut tcp, reason);
+            Err(reason.to_owned())
+        }
+        _ => Ok(()),
     }
 }
 
@@ -465,12 +530,14 @@ impl Connection {
     /// Writes one batch of frames; false if they were dropped (no connection, or an error).
     fn write(&mut self, bytes: &[u8], frames: usize) -> bool {
         self.queued.fetch_sub(frames, Ordering::Relaxed);
-        if self.stream.is_some() && self.shared.identity() != self.introduced_as {
-            // The member rejoined under a new id: introduce it again, or the peer would
-            // take its frames for a forgery.
+        // The id the frames carry: a member that rejoined sends under a new one (frames of
+        // the old one may still be queued), and each must go on a connection introduced
+        // with it, or the peer takes it for a forgery.
+        let sender = wire::frame_sender(bytes).unwrap_or_else(|| self.shared.identity());
+        if self.stream.is_some() && sender != self.introduced_as {
             self.disconnect();
         }
-        if !self.connect() {
+        if !self.connect(sender) {
             return false;
         }
         let Some(stream) = self.stream.as_mut() else {
@@ -485,14 +552,14 @@ impl Connection {
         }
     }
 
-    fn connect(&mut self) -> bool {
+    fn connect(&mut self, sender: u64) -> bool {
         if self.stream.is_some() {
             return true;
         }
         if self.shared.stopping() || self.retry_at.is_some_and(|at| Instant::now() < at) {
             return false;
         }
-        match self.open() {
+        match self.open(sender) {
             Ok(stream) => {
                 if self.failing {
                     tracing::info!(address = %self.address, "connected again");
@@ -509,24 +576,30 @@ impl Connection {
         }
     }
 
-    fn open(&mut self) -> Result<Stream, OpenError> {
+    /// Connects, and introduces this member as `sender`.
+    fn open(&mut self, sender: u64) -> Result<Stream, OpenError> {
         let tcp = self.open_tcp()?;
         let bounded = Some(self.options.handshake_timeout);
         tcp.set_read_timeout(bounded)?;
         tcp.set_write_timeout(bounded)?;
         let mut stream = match &self.options.tls {
-            Some(context) => context
-                .connect(tcp, &self.address)
-                .map_err(|error| OpenError::Refused(error.cause))?,
+            Some(context) => {
+                context
+                    .connect(tcp, &self.address)
+                    .map_err(|error| match error.refused {
+                        true => OpenError::Refused(error.cause),
+                        false => OpenError::Unreachable(io::Error::other(error.cause)),
+                    })?
+            }
             None => Stream::Plain(tcp),
         };
         let introduction = Introduction {
-            raft_id: self.shared.identity(),
+            raft_id: sender,
             cluster: self.options.cluster_name.clone(),
         };
         handshake::introduce(&mut stream, &introduction).map_err(|error| match error {
             // Under TLS 1.3 a refused certificate shows on the first read.
-            HandshakeError::Io(io) if stream.is_tls() => OpenError::Refused(tls::explain(&io)),
+            HandshakeError::Io(io) if tls::is_refusal(&io) => OpenError::Refused(tls::explain(&io)),
             HandshakeError::Io(io) => OpenError::Unreachable(io),
             other => OpenError::Refused(other.to_string()),
         })?;

@@ -464,3 +464,60 @@ fn tls_members_order_together_and_strangers_never_get_in() {
         );
     }
 }
+
+/// Connections that trickle their handshake a byte at a time hold their slots only until
+/// the handshake deadline: then a new connection gets in and is admitted.
+#[test]
+fn a_trickled_handshake_loses_its_slot_at_the_deadline() {
+    let options = TransportOptions {
+        handshake_timeout: Duration::from_millis(500),
+        max_pending_per_source: 2,
+        ..TransportOptions::default()
+    };
+    let member = Member::start_with("node1", Role::Bootstrap, 31, options);
+    let target = member.runner.local_addr();
+    let introduction = handshake::introduction_bytes(77, DEFAULT_CLUSTER_NAME);
+    let trickle = |stream: &mut TcpStream| {
+        // One byte now and then: each read returns within the read timeout.
+        for byte in &introduction[..4] {
+            if stream.write_all(&[*byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let mut slow: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(target).unwrap())
+        .collect();
+    for stream in &mut slow {
+        stream.write_all(&introduction[..1]).unwrap();
+    }
+    // Both slots of this source are taken: a third connection is closed at once.
+    let mut refused = TcpStream::connect(target).unwrap();
+    refused.set_read_timeout(Some(WAIT)).unwrap();
+    let _ = refused.write_all(&introduction);
+    assert_eq!(
+        refused.read(&mut [0u8; 16]).unwrap_or(0),
+        0,
+        "a third handshake got a slot"
+    );
+    for stream in &mut slow {
+        trickle(stream);
+    }
+    // Past the deadline: the next connection reaps the trickling ones and is admitted.
+    let mut admitted = TcpStream::connect(target).unwrap();
+    admitted.set_read_timeout(Some(WAIT)).unwrap();
+    admitted.write_all(&introduction).unwrap();
+    let mut answer = [0u8; handshake::ADMITTED_ANSWER_LEN];
+    admitted
+        .read_exact(&mut answer)
+        .expect("admitted after the deadline");
+    for stream in &mut slow {
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        assert_eq!(
+            stream.read(&mut [0u8; 16]).unwrap_or(0),
+            0,
+            "a trickler kept its slot"
+        );
+    }
+}
