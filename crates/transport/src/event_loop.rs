@@ -207,10 +207,10 @@ impl EventLoop {
             // A rejoin's `Abandoned` comes in the first poll after it, or not at all.
             self.tickets.retired = None;
             if ticked || delivered {
-                self.shared.publish(self.node.status());
+                *self.shared.status() = self.node.status();
             }
         }
-        self.shared.publish(self.node.status());
+        *self.shared.status() = self.node.status();
         self.stop_writers();
     }
 

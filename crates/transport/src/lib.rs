@@ -155,23 +155,11 @@ pub(crate) struct Shared {
     pub(crate) stopping: AtomicBool,
     /// The node's status as of the last poll that changed something.
     pub(crate) status: Mutex<GroupStatus>,
-    /// The member's current Raft id (it changes when the member rejoins).
-    pub(crate) identity: AtomicU64,
 }
 
 impl Shared {
     pub(crate) fn stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn identity(&self) -> u64 {
-        self.identity.load(Ordering::Acquire)
-    }
-
-    /// Records the node's status after a poll.
-    pub(crate) fn publish(&self, status: GroupStatus) {
-        self.identity.store(status.raft_id, Ordering::Release);
-        *self.status() = status;
     }
 
     pub(crate) fn status(&self) -> MutexGuard<'_, GroupStatus> {
@@ -349,7 +337,6 @@ impl GroupRunner {
         };
         let shared = Arc::new(Shared {
             stopping: AtomicBool::new(false),
-            identity: AtomicU64::new(node.me().raft_id),
             status: Mutex::new(node.status()),
         });
         let (events_tx, events_rx) = mpsc::sync_channel(options.event_queue);

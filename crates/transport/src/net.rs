@@ -533,7 +533,7 @@ impl Connection {
         // The id the frames carry: a member that rejoined sends under a new one (frames of
         // the old one may still be queued), and each must go on a connection introduced
         // with it, or the peer takes it for a forgery.
-        let sender = wire::frame_sender(bytes).unwrap_or_else(|| self.shared.identity());
+        let sender = wire::frame_sender(bytes).expect("a batch holds whole group frames");
         if self.stream.is_some() && sender != self.introduced_as {
             self.disconnect();
         }
