@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: formatting and lints, unit and simulation tests (including a 200-seed
 # simulator sweep with faults), real 3-node MariaDB clusters on Trireme and on Galera, then a
-# wider simulator sweep.
+# wider simulator sweep, then a subset of MariaDB's own galera test suites (MTR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,3 +30,7 @@ PROPTEST_CASES="${TRIREME_FUZZ_CASES:-20000}" ./scripts/fuzz.sh
 
 echo "==> simulator sweep with faults (release)"
 cargo run --release --quiet -p sim -- --seeds "${TRIREME_SIM_SEEDS:-0..500}"
+
+# MariaDB's own galera tests, a subset covering every area (scripts/mtr-ci.list), on Trireme.
+echo "==> MariaDB's wsrep test suites: the CI subset"
+./scripts/mtr.sh --ci

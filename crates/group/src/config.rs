@@ -48,6 +48,9 @@ pub struct GroupConfig {
     /// write-set (or chunk of one) that would be larger is refused, which also bounds what
     /// the reassembly of a chunked write-set holds.
     pub max_ws_size: u64,
+    /// `pc.ignore_sb`: a member cut off from the majority for `evs.suspect_timeout` goes on
+    /// as a primary component of itself alone, accepting a split brain, as Galera does.
+    pub ignore_split_brain: bool,
 }
 
 /// Galera's default and ceiling of `repl.max_ws_size`: 2 GiB - 1.
@@ -71,6 +74,7 @@ impl Default for GroupConfig {
             leave_grace_ticks: 20,
             join_retry_ticks: 20,
             max_ws_size: MAX_WS_SIZE_DEFAULT,
+            ignore_split_brain: false,
         }
     }
 }

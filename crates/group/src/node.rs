@@ -60,10 +60,14 @@ pub struct View {
     pub primary: bool,
     /// True if the view is an ordered action (it took `seqno` on every member).
     pub ordered: bool,
-    /// The members, ordered by Raft id.
+    /// The members, in the order they joined.
     pub members: Vec<ViewMember>,
     /// This node's position in `members`, if it is one.
     pub own_index: Option<usize>,
+    /// This node's membership: its Raft id, new each time it is admitted (after an
+    /// eviction it rejoins under a new one, keeping its UUID), so that a user tells a
+    /// readmission, whose gap comes by state transfer, from the membership it knew.
+    pub membership: u64,
 }
 
 /// What the group hands to the node, in order.
@@ -258,6 +262,20 @@ pub enum ReceiveError {
     Closed,
 }
 
+impl ReceiveError {
+    /// Whether this refusal is part of normal membership churn rather than a fault: a
+    /// message that crossed a view change, a join asked again before its proof arrived, or
+    /// traffic after this member left.
+    pub fn is_routine(&self) -> bool {
+        matches!(
+            self,
+            ReceiveError::NotInView { .. }
+                | ReceiveError::JoinRefused { .. }
+                | ReceiveError::Closed
+        )
+    }
+}
+
 struct PendingSubmission {
     payload: Vec<u8>,
     /// Sent even while flow control is in force (a streaming rollback).
@@ -372,6 +390,8 @@ pub struct GroupNode {
     was_leader: bool,
     leader_contact_tick: u64,
     primary: bool,
+    /// The tick this member, a member still, lost the primary component.
+    non_primary_since: Option<u64>,
     current_view: Option<View>,
     /// What this node wants the group to know: its node state and flow-control stop.
     local_state: NodeState,
@@ -518,6 +538,7 @@ impl GroupNode {
             was_leader: false,
             leader_contact_tick: 0,
             primary: false,
+            non_primary_since: None,
             current_view: None,
             local_state: NodeState::Open,
             apply_queue_len: 0,
@@ -764,11 +785,13 @@ impl GroupNode {
         self.config.fc_limit = config.fc_limit;
         self.config.fc_factor = config.fc_factor;
         self.config.max_ws_size = config.max_ws_size;
+        self.config.ignore_split_brain = config.ignore_split_brain;
         tracing::info!(
             suspect = ?config.suspect_timeout,
             fc_limit = config.fc_limit,
             fc_factor = config.fc_factor,
             max_ws_size = config.max_ws_size,
+            ignore_split_brain = config.ignore_split_brain,
             "group options changed"
         );
     }
@@ -1527,8 +1550,8 @@ impl GroupNode {
         // back in contact.
         let members: Vec<ViewMember> = self
             .state
-            .members
-            .values()
+            .members_in_join_order()
+            .into_iter()
             .filter(|m| primary || ordered || self.still_heard(m.info.raft_id))
             .map(|m| ViewMember {
                 uuid: m.info.uuid,
@@ -1547,6 +1570,7 @@ impl GroupNode {
             ordered,
             members,
             own_index,
+            membership: self.me.raft_id,
         }
     }
 
@@ -1562,6 +1586,7 @@ impl GroupNode {
             ordered: false,
             members: Vec::new(),
             own_index: None,
+            membership: self.me.raft_id,
         };
         self.deliver_view(view);
         if self.leaving.is_some() {
@@ -1596,7 +1621,7 @@ impl GroupNode {
         }
     }
 
-    /// Starts over as a new member (new Raft id and UUID) after an eviction.
+    /// Starts over as a new member (a new Raft id, the same UUID) after an eviction.
     fn rejoin(&mut self) {
         if self.member {
             self.member = false;
@@ -1621,6 +1646,11 @@ impl GroupNode {
         seeds.dedup();
         let rng = self.rng.clone();
         let mut fresh = GroupNode::join(self.config.clone(), &contact, seeds, rng, self.now);
+        // A new Raft id, but the same member UUID: the server knows this node by it for as
+        // long as it stays connected (wsrep-lib finds itself in a view by it), as a Galera
+        // node keeps its UUID across a partition. The old membership is gone from the state
+        // before the new one is admitted, so the UUID is never held twice.
+        fresh.me.uuid = self.me.uuid;
         fresh.tick = self.tick;
         fresh.flow = std::mem::take(&mut self.flow);
         fresh.deliveries = std::mem::take(&mut self.deliveries);
@@ -1634,6 +1664,7 @@ impl GroupNode {
     fn after_raft(&mut self) {
         self.track_leadership();
         self.update_primary();
+        self.maybe_continue_alone();
         self.request_join();
         self.progress_leave();
         self.send_controls();
@@ -1693,6 +1724,11 @@ impl GroupNode {
         let contact =
             self.is_leader() || self.tick.saturating_sub(self.leader_contact_tick) <= window;
         let primary = self.member && contact;
+        if primary || !self.member {
+            self.non_primary_since = None;
+        } else if self.non_primary_since.is_none() {
+            self.non_primary_since = Some(self.tick);
+        }
         if primary == self.primary {
             if !primary && self.member {
                 self.refresh_non_primary_view();
@@ -1702,6 +1738,105 @@ impl GroupNode {
         self.primary = primary;
         let view = self.view(primary, false, self.last_delivered);
         self.deliver_view(view);
+    }
+
+    /// `pc.ignore_sb`: a member outside any primary component for a suspect timeout goes
+    /// on alone (see [`GroupNode::continue_alone`]).
+    fn maybe_continue_alone(&mut self) {
+        let Some(since) = self.non_primary_since else {
+            return;
+        };
+        let waited = self.tick.saturating_sub(since) >= self.config.suspect_ticks();
+        if self.config.ignore_split_brain
+            && waited
+            && self.member
+            && self.leaving.is_none()
+            && !self.closed
+            && !self.rejoin_due
+        {
+            self.continue_alone();
+        }
+    }
+
+    /// Becomes a primary component of this member alone: a new Raft group, this member its
+    /// only voter, that continues the same history from the last seqno delivered here. The
+    /// members left behind are told they were removed when next they speak, and rejoin as
+    /// new members by state transfer. With the other side doing the same, the cluster is
+    /// split in two: what `pc.ignore_sb` accepts.
+    fn continue_alone(&mut self) {
+        // Galera's words (target `wsrep`: logged without the module path), which operators
+        // and MariaDB's tests look for.
+        tracing::warn!(
+            target: "wsrep",
+            "Ignoring possible split-brain (allowed by configuration) from view: {} (seqno {}); \
+             going on as a primary component of this node alone (pc.ignore_sb)",
+            self.state.view_id,
+            self.last_delivered
+        );
+        let mut state = GroupState::genesis(
+            self.state.cluster,
+            self.last_delivered.next(),
+            self.me.clone(),
+        );
+        state.view_id = self.state.view_id + 1;
+        // What this member submitted and saw ordered must not be ordered again.
+        if let Some(window) = self.state.dedup.get(&self.me.uuid) {
+            state.dedup.insert(self.me.uuid, window.clone());
+        }
+        let mut snapshot = Snapshot::default();
+        snapshot.set_data(state.encode().into());
+        let metadata = snapshot.mut_metadata();
+        metadata.index = 1;
+        metadata.term = 1;
+        metadata.mut_conf_state().voters = vec![self.me.raft_id];
+        let log = OrderLog::from_snapshot(snapshot);
+        let mut alone = GroupNode::new(
+            self.config.clone(),
+            self.me.clone(),
+            self.rng.clone(),
+            log,
+            1,
+            self.now,
+        );
+        alone.departed = std::mem::take(&mut self.departed);
+        for (id, record) in &self.state.members {
+            if *id != self.me.raft_id {
+                alone.departed.push_back(record.info.clone());
+            }
+        }
+        while alone.departed.len() > DEPARTED_REMEMBERED {
+            alone.departed.pop_front();
+        }
+        alone.state = state;
+        alone.member = true;
+        alone.tick = self.tick;
+        alone.seeds = std::mem::take(&mut self.seeds);
+        alone.known_addresses = std::mem::take(&mut self.known_addresses);
+        alone.flow = std::mem::take(&mut self.flow);
+        alone.deliveries = std::mem::take(&mut self.deliveries);
+        alone.outbox = std::mem::take(&mut self.outbox);
+        alone.cached_from = self.cached_from;
+        alone.committed = self.committed;
+        alone.local_state = self.local_state;
+        alone.apply_queue_len = self.apply_queue_len;
+        alone.next_submit_id = self.next_submit_id;
+        alone.next_state_request_id = self.next_state_request_id;
+        // Unordered submissions go to the new leader, this member.
+        alone.pending = std::mem::take(&mut self.pending);
+        for pending in alone.pending.values_mut() {
+            pending.sent = None;
+        }
+        alone.last_snapshot_index = 1;
+        alone.last_delivered = alone.state.last_seqno;
+        let view = alone.view(true, true, alone.state.last_seqno);
+        alone.deliver_view(view);
+        alone.primary = true;
+        alone
+            .raw
+            .campaign()
+            .expect("a single-voter group elects itself");
+        alone.pin_election_timeout();
+        *self = alone;
     }
 
     /// Outside the primary component, a new view whenever the set of members this node

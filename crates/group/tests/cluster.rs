@@ -378,3 +378,66 @@ fn a_large_write_set_is_ordered_in_chunks_and_delivered_whole_once() {
     assert!(cluster.node(1).cancel(held), "no chunk of it was sent");
     assert_eq!(cluster.node(1).status().pending_submissions, 0);
 }
+
+/// `pc.ignore_sb`: the node that allows a split brain goes on alone once it has been cut
+/// off for the suspect timeout, continuing the same history; the other side, without it,
+/// stays non-primary, and once the link is back learns it was left behind and rejoins as a
+/// new member (a new Raft id, the same UUID).
+#[test]
+fn ignoring_split_brain_goes_on_alone_and_the_other_side_rejoins() {
+    let mut cluster = Cluster::new(2);
+    let mut allowing = common::config();
+    allowing.ignore_split_brain = true;
+    cluster.node(0).reconfigure(&allowing);
+    cluster.node(0).submit(b"before".to_vec());
+    cluster.run(20);
+    let cluster_uuid = cluster.last_view(0).unwrap().cluster;
+    cluster.isolated.insert(1);
+    cluster.run_until(
+        |c| {
+            c.last_view(0)
+                .is_some_and(|v| v.primary && v.members.len() == 1)
+        },
+        400,
+    );
+    let alone = cluster.last_view(0).unwrap().clone();
+    assert!(alone.ordered, "the new component's view takes a seqno");
+    assert_eq!(alone.cluster, cluster_uuid, "the same history goes on");
+    assert!(
+        !cluster.node(1).is_primary(),
+        "the side without pc.ignore_sb waits"
+    );
+    cluster.node(0).submit(b"during".to_vec());
+    cluster.run(10);
+    let ordered_alone = cluster.ordered(0);
+    assert!(
+        ordered_alone
+            .range(alone.seqno.next()..)
+            .any(|(_, v)| v.starts_with("ws")),
+        "the lone component orders write-sets: {ordered_alone:?}"
+    );
+    let old_uuid = cluster.node(1).me().uuid;
+    let old_membership = cluster.node(1).me().raft_id;
+    cluster.isolated.clear();
+    cluster.run_until(|c| c.members_seen_by_all() == 2, 600);
+    let view = cluster.last_view(1).unwrap();
+    assert!(view.primary && view.members.len() == 2);
+    assert_eq!(
+        view.members[view.own_index.unwrap()].uuid,
+        old_uuid,
+        "a node keeps its UUID across a partition, as in Galera"
+    );
+    assert_ne!(
+        view.membership, old_membership,
+        "its views tell the new membership from the old"
+    );
+}
+
+/// Without `pc.ignore_sb` a lone half of two never becomes primary on its own.
+#[test]
+fn without_ignoring_split_brain_a_lone_half_waits() {
+    let mut cluster = Cluster::new(2);
+    cluster.isolated.insert(1);
+    cluster.run(400);
+    assert!(!cluster.node(0).is_primary() && !cluster.node(1).is_primary());
+}

@@ -152,12 +152,15 @@ fn a_joiner_that_does_not_receive_at_its_address_never_gets_in() {
 #[test]
 fn members_removed_by_forged_leaves_come_back_as_new_members() {
     // A leave is taken in a member's name (the sender is not authenticated): both
-    // followers are removed. Each must start over under a new identity, never ask back in
+    // followers are removed. Each must start over under a new Raft id, never ask back in
     // under the old one (which would put a member nobody answers for in the quorum).
     let mut cluster = Cluster::new(3);
     let leader = leader(&mut cluster);
     let others: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
-    let old: Vec<Uuid> = others.iter().map(|&i| cluster.node(i).me().uuid).collect();
+    let old: Vec<u64> = others
+        .iter()
+        .map(|&i| cluster.node(i).me().raft_id)
+        .collect();
     for &index in &others {
         let leave = wire::encode(raft_id(&mut cluster, index), &WireMessage::Leave);
         assert_eq!(cluster.inject(leader, &leave), Ok(()));
@@ -166,8 +169,9 @@ fn members_removed_by_forged_leaves_come_back_as_new_members() {
     cluster.run_until(
         |c| {
             c.members_seen_by_all() == 3
-                && c.last_view(leader)
-                    .is_some_and(|v| !v.members.iter().any(|m| old.contains(&m.uuid)))
+                && c.nodes[leader].as_ref().is_some_and(|node| {
+                    !node.group_state().members.keys().any(|id| old.contains(id))
+                })
         },
         400,
     );

@@ -62,7 +62,10 @@ pub enum OptionsError {
         expected: &'static str,
     },
     /// Names that are neither Galera options nor Trireme's.
-    #[error("unknown provider option(s): {} (neither Galera nor Trireme has them)", options.join(", "))]
+    #[error(
+        "Unknown parameter {} (neither Galera nor Trireme has such an option)",
+        quoted(options)
+    )]
     Unknown {
         /// The names, in the order given.
         options: Vec<String>,
@@ -76,4 +79,10 @@ pub enum OptionsError {
     /// Options that contradict each other.
     #[error("inconsistent provider options: {0}")]
     Inconsistent(String),
+}
+
+/// `'a', 'b'`: option names as Galera quotes an unknown one.
+fn quoted(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|name| format!("'{name}'")).collect();
+    quoted.join(", ")
 }

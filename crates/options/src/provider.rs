@@ -425,9 +425,7 @@ impl Setting {
             Setting::CertLogConflicts => Effect::NoEffect(NO_CONFLICT_LOG),
             Setting::EvsInactiveTimeout => Effect::NoEffect(NO_INACTIVE_TIMER),
             Setting::EvsKeepalivePeriod => Effect::NoEffect(HEARTBEATS_ARE_KEEPALIVES),
-            Setting::GmcastIsolate => Effect::NoEffect(NO_ISOLATION_SWITCH),
             Setting::GmcastSegment => Effect::NoEffect(NO_SEGMENTS),
-            Setting::PcIgnoreSb => Effect::NoEffect(NO_SPLIT_BRAIN),
             Setting::PcWeight => Effect::NoEffect(NO_WEIGHTS),
             Setting::ReplCommitOrder => Effect::NoEffect(ALWAYS_IN_ORDER),
             Setting::SocketSslReload => Effect::NoEffect(RELOAD_AT_START),
@@ -448,10 +446,12 @@ impl Setting {
             | Setting::GcsFcLimit
             | Setting::GcsFcMasterSlave
             | Setting::GcsFcSinglePrimary
+            | Setting::GmcastIsolate
             | Setting::GmcastListenAddr
             | Setting::IstRecvAddr
             | Setting::IstRecvBind
             | Setting::PcBootstrap
+            | Setting::PcIgnoreSb
             | Setting::ReplCausalReadTimeout
             | Setting::ReplMaxWsSize
             | Setting::SocketSsl
@@ -490,12 +490,8 @@ const NO_INACTIVE_TIMER: &str = "Trireme has no separate inactivity timer: the p
      evs.suspect_timeout, as in Galera)";
 const HEARTBEATS_ARE_KEEPALIVES: &str = "the Raft leader's heartbeats, every 20 ms (2 group \
      ticks of 10 ms), are the keepalives, whatever this option says";
-const NO_ISOLATION_SWITCH: &str = "Trireme has no switch that cuts a node off its group; \
-     to isolate a node, block its group and IST ports at the network level";
 const NO_SEGMENTS: &str = "the Raft leader sends every write-set to each member directly: \
      there are no segment relays, and donor choice ignores segments";
-const NO_SPLIT_BRAIN: &str = "Trireme orders through a Raft majority; a minority never \
-     accepts writes, so there is no split brain to ignore";
 const NO_WEIGHTS: &str = "Trireme's quorum is a Raft majority in which every member counts \
      once; there are no weights";
 const ALWAYS_IN_ORDER: &str = "Trireme always commits in the global order, as 3 (NO_OOOC) \
@@ -666,6 +662,12 @@ impl ProviderOptions {
                     return Err(OptionsError::NotRuntime { option: entry.key });
                 }
             } else if let Some(option) = galera::lookup(&entry.key) {
+                // The listing shows Galera's default for these: giving it back (a whole
+                // `@@wsrep_provider_options` restored, as scripts and tests do) changes
+                // nothing and is accepted quietly, as Galera accepts it.
+                if option.listed && entry.value == option.default {
+                    continue;
+                }
                 if !option.runtime {
                     return Err(OptionsError::NotRuntime { option: entry.key });
                 }
@@ -724,6 +726,7 @@ impl ProviderOptions {
         config.fc_factor = self.gcs_fc_factor;
         config.fc_single_primary = self.gcs_fc_single_primary;
         config.max_ws_size = self.repl_max_ws_size;
+        config.ignore_split_brain = self.pc_ignore_sb;
         config
     }
 

@@ -83,8 +83,8 @@ fn the_options_without_effect_at_start_are_exactly_these() {
 
 #[test]
 fn a_no_effect_warning_names_the_option_the_value_and_the_reason() {
-    let (options, warnings) = ProviderOptions::parse("pc.ignore_sb = yes").unwrap();
-    assert!(options.pc_ignore_sb, "the value is still stored and listed");
+    let (options, warnings) = ProviderOptions::parse("pc.weight = 2").unwrap();
+    assert_eq!(options.pc_weight, 2, "the value is still stored and listed");
     let [Warning::NoEffect {
         option,
         value,
@@ -93,15 +93,15 @@ fn a_no_effect_warning_names_the_option_the_value_and_the_reason() {
     else {
         panic!("{warnings:?}");
     };
-    assert_eq!((option.as_str(), value.as_str()), ("pc.ignore_sb", "yes"));
+    assert_eq!((option.as_str(), value.as_str()), ("pc.weight", "2"));
     assert_eq!(
         *reason,
-        "Trireme orders through a Raft majority; a minority never accepts writes, so there is \
-         no split brain to ignore"
+        "Trireme's quorum is a Raft majority in which every member counts once; there are no \
+         weights"
     );
     assert_eq!(
         warnings[0].to_string(),
-        format!("provider option pc.ignore_sb = \"yes\" has no effect in Trireme: {reason}")
+        format!("provider option pc.weight = \"2\" has no effect in Trireme: {reason}")
     );
 }
 
@@ -110,9 +110,7 @@ fn a_no_effect_warning_names_the_option_the_value_and_the_reason() {
 fn each_listed_option_gets_its_own_reason() {
     let cases = [
         ("pc.weight=2", "every member counts once"),
-        ("pc.ignore_sb=1", "Raft majority"),
         ("gmcast.segment=2", "no segment relays"),
-        ("gmcast.isolate=1", "block its group and IST ports"),
         ("cert.log_conflicts=on", "wsrep_local_cert_failures"),
         ("repl.commit_order=2", "always commits in the global order"),
         ("evs.inactive_timeout=PT1M", "evs.suspect_timeout"),
@@ -171,9 +169,7 @@ fn runtime_changes_without_effect_warn() {
         "gcache.keep_seconds",
         "gcache.max_disk_bytes",
         "gcache.page_size",
-        "gmcast.isolate",
         "pc.bootstrap",
-        "pc.ignore_sb",
         "pc.weight",
         "socket.ssl_reload",
     ]

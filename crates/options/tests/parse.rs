@@ -446,7 +446,10 @@ fn unknown_names_are_refused_together() {
         }
     );
     let message = error.to_string();
-    assert!(message.contains("gcache.sise, evs.nope"), "{message}");
+    assert!(
+        message.starts_with("Unknown parameter 'gcache.sise', 'evs.nope'"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -93,17 +93,34 @@ fn with_replicator(
     })
 }
 
-/// Logs the error text the server passes when something failed on this node (no voting yet).
-fn log_server_error(
-    instance: &crate::Instance,
-    level: wsrep_log_level_t,
-    what: &str,
-    error: *const wsrep_buf_t,
-) {
+/// Whether `gmcast.isolate` cuts the node off. `2` (Galera's "force quit", which stops
+/// its group thread) cuts it off too: the node stays out, not ready, until the server
+/// connects it again.
+fn isolated_by(isolation: options::value::Isolation) -> bool {
+    isolation != options::value::Isolation::Off
+}
+
+/// Logs what the option parser wants the operator to know. Notes, not warnings: Galera
+/// notes the options it reads, an option that changes nothing harms nothing, and MariaDB's
+/// test suites (like a DBA's log watch) treat any provider warning as a fault.
+fn log_option_notes(instance: &crate::Instance, warnings: Vec<options::Warning>) {
+    for warning in warnings {
+        instance.log(WSREP_LOG_INFO, &warning.to_string());
+    }
+}
+
+/// Logs the error text the server passes when something failed on this node. A note: the
+/// server has logged the failure itself, and without a consistency vote (Galera's way of
+/// telling a statement that failed everywhere from one that failed here only) the provider
+/// cannot judge it; Galera notes a failure that every member shares.
+fn log_server_error(instance: &crate::Instance, what: &str, error: *const wsrep_buf_t) {
     let error = buf(error);
     if !error.is_empty() {
         let text = String::from_utf8_lossy(error);
-        instance.log(level, &format!("{what} failed on this node: {text}"));
+        instance.log(
+            WSREP_LOG_INFO,
+            &format!("{what} failed on this node: {text}"),
+        );
     }
 }
 
@@ -171,9 +188,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
                 return WSREP_NODE_FAIL;
             }
         };
-        for warning in warnings {
-            instance.log(WSREP_LOG_WARN, &warning.to_string());
-        }
+        log_option_notes(instance, warnings);
         let tls = match crate::security::tls_context(&options) {
             Ok(tls) => tls,
             Err(error) => {
@@ -213,9 +228,11 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
         };
         let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
         let max_write_set_bytes = options.repl_max_ws_size;
+        let isolation = options.gmcast_isolate;
         *lock(&instance.options) = options;
         let replicator = Replicator::new(app, settings);
         replicator.set_max_write_set_bytes(max_write_set_bytes);
+        replicator.isolate(isolated_by(isolation));
         if let Err(error) = replicator.set_freeze_purge(freeze) {
             instance.log(WSREP_LOG_WARN, &error.to_string());
         }
@@ -268,17 +285,17 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
         let mut options = lock(&instance.options);
         match options.set_runtime(text) {
             Ok(warnings) => {
-                for warning in warnings {
-                    instance.log(WSREP_LOG_WARN, &warning.to_string());
-                }
+                log_option_notes(instance, warnings);
                 let group = options.group_config();
                 let causal_read_timeout = options.repl_causal_read_timeout;
                 let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
                 let max_write_set_bytes = options.repl_max_ws_size;
+                let isolation = options.gmcast_isolate;
                 let reload_tls = options.take_ssl_reload();
                 drop(options);
                 if let Some(replicator) = instance.replicator() {
                     replicator.set_max_write_set_bytes(max_write_set_bytes);
+                    replicator.isolate(isolated_by(isolation));
                     if let Err(error) = replicator.reconfigure(group, causal_read_timeout) {
                         instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
                         return WSREP_NODE_FAIL;
@@ -308,7 +325,9 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 WSREP_OK
             }
             Err(error) => {
-                instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
+                // Worded as Galera words it (`Unknown parameter 'x'`): scripts and MariaDB's
+                // tests match the text.
+                instance.log(WSREP_LOG_ERROR, &error.to_string());
                 WSREP_NODE_FAIL
             }
         }
@@ -480,12 +499,7 @@ unsafe extern "C" fn commit_order_leave(
         let (Some(replicator), Some(seqno)) = (instance.replicator(), seqno_of(meta)) else {
             return WSREP_TRX_MISSING;
         };
-        log_server_error(
-            instance,
-            WSREP_LOG_ERROR,
-            &format!("applying {seqno}"),
-            error,
-        );
+        log_server_error(instance, &format!("applying {seqno}"), error);
         replicator.commit_order_leave(seqno);
         WSREP_OK
     })
@@ -736,7 +750,7 @@ unsafe extern "C" fn to_execute_end(
         let Some(replicator) = instance.replicator() else {
             return WSREP_CONN_FAIL;
         };
-        log_server_error(instance, WSREP_LOG_WARN, "a TOI statement", error);
+        log_server_error(instance, "a TOI statement", error);
         replicator.to_execute_end(conn_id);
         WSREP_OK
     })

@@ -85,6 +85,9 @@ impl Visit for Line {
     }
 }
 
+/// The `tracing` target of messages worded as Galera's (see `ServerLogLayer::on_event`).
+const GALERA_WORDED: &str = "wsrep";
+
 impl<S: Subscriber> Layer<S> for ServerLogLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let level = match *event.metadata().level() {
@@ -103,12 +106,15 @@ impl<S: Subscriber> Layer<S> for ServerLogLayer {
         } else {
             String::new()
         };
-        let text = c_string(&format!(
-            "{}: {}{}{suffix}",
-            event.metadata().target(),
-            line.message,
-            line.fields
-        ));
+        // Messages worded as Galera words them (target `wsrep`) go out without the module,
+        // so that what operators and MariaDB's tests match on reads the same.
+        let target = event.metadata().target();
+        let prefix = if target == GALERA_WORDED {
+            String::new()
+        } else {
+            format!("{target}: ")
+        };
+        let text = c_string(&format!("{prefix}{}{}{suffix}", line.message, line.fields));
         let logger = *lock(&SERVER_LOGGER);
         if let Some(logger) = logger {
             // SAFETY: the server's logger takes a level and a NUL-terminated string, and

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -220,7 +220,7 @@ pub enum ReplicatorError {
         rcode: i32,
     },
     /// A `gcomm://` address that does not parse.
-    #[error("bad cluster address {0:?}: expected gcomm://host:port[,host:port...]")]
+    #[error("{}", describe_bad_cluster_address(.0))]
     BadClusterAddress(String),
     /// This node's own addresses cannot be decided.
     #[error("{0}")]
@@ -373,6 +373,9 @@ enum RecvEvent {
     },
 }
 
+/// Requests without a donor (one a second) before the joiner warns that it still has none.
+const DONORLESS_REQUESTS_BEFORE_WARNING: u32 = 30;
+
 /// A joiner's progress through state transfer.
 struct Joining {
     join_seqno: Seqno,
@@ -387,6 +390,8 @@ struct Joining {
     ist_requested_at: Option<Instant>,
     /// No donor was free: ask again at this time.
     retry_at: Option<Instant>,
+    /// Requests in a row that found no donor.
+    donorless: u32,
     request_again: bool,
     /// For a node readmitted after an eviction: the primary view to give the server once
     /// it caught up.
@@ -428,6 +433,7 @@ impl Joining {
             ist_only: false,
             ist_requested_at: None,
             retry_at: None,
+            donorless: 0,
             request_again: false,
             rejoin_view: None,
             gave_up: false,
@@ -496,7 +502,11 @@ struct Counters {
 
 struct Inner {
     connected: bool,
+    /// Counts `connect` calls: threads of an earlier connection see it change and end.
+    connection: u64,
     closing: bool,
+    /// `disconnect` has begun: the group member's thread is stopped on purpose.
+    leaving: bool,
     runner: Option<RunnerHandle>,
     state: NodeState,
     cluster: Uuid,
@@ -571,6 +581,8 @@ struct Shared {
     cache: Mutex<cache::ActionCache>,
     /// `repl.max_ws_size`: the largest encoded write-set this node replicates.
     max_write_set_bytes: AtomicU64,
+    /// `gmcast.isolate`: this node's group links are cut (kept across a reconnect).
+    isolated: AtomicBool,
 }
 
 /// One node's replication.
@@ -580,6 +592,8 @@ pub struct Replicator {
     dispatcher: Mutex<Option<JoinHandle<()>>>,
     /// Other threads of this replicator (the index receiver), joined at shutdown.
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The thread that receives state transfer streams for the current connection.
+    ist_receiver: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -590,6 +604,20 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The group port of a `gcomm://` member written without one (Galera's).
 pub const DEFAULT_GROUP_PORT: u16 = 4567;
+
+/// Why a cluster address is refused, opening with Galera's words for the same case (its
+/// "Invalid backend URI" and "Backend not supported"), which operators and MariaDB's
+/// tests look for.
+fn describe_bad_cluster_address(url: &str) -> String {
+    const EXPECTED: &str = "expected gcomm://host:port[,host:port...]";
+    match url.trim().split_once("://") {
+        None => format!("Invalid backend URI: {url} ({EXPECTED})"),
+        Some((scheme, _)) if scheme != "gcomm" => {
+            format!("Backend not supported: {scheme} (in {url:?}; {EXPECTED})")
+        }
+        Some(_) => format!("bad cluster address {url:?}: {EXPECTED}"),
+    }
+}
 
 /// Parses `gcomm://host[:port],[v6][:port],...` into peer addresses (empty for `gcomm://`).
 pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, ReplicatorError> {
@@ -610,7 +638,9 @@ impl Replicator {
         let causal_read_timeout = settings.causal_read_timeout;
         let inner = Inner {
             connected: false,
+            connection: 0,
             closing: false,
+            leaving: false,
             runner: None,
             state: NodeState::Closed,
             cluster: Uuid::NIL,
@@ -648,12 +678,14 @@ impl Replicator {
                 changed: Condvar::new(),
                 monitors: Mutex::new(None),
                 causal_read_timeout: Mutex::new(causal_read_timeout),
+                isolated: AtomicBool::new(false),
                 cache: Mutex::new(cache::ActionCache::disabled()),
                 max_write_set_bytes: AtomicU64::new(DEFAULT_MAX_WRITE_SET_BYTES),
             }),
             runner: Mutex::new(None),
             dispatcher: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
+            ist_receiver: Mutex::new(None),
         }
     }
 
@@ -692,7 +724,9 @@ impl Replicator {
                 return Err(ReplicatorError::AlreadyConnected);
             }
             inner.connected = true;
+            inner.connection += 1;
             inner.closing = false;
+            inner.leaving = false;
             inner.state = NodeState::Open;
             inner.donor_names = donor_names.to_owned();
         }
@@ -709,14 +743,20 @@ impl Replicator {
         // Every node listens for state transfer streams: a founder, too, may fall out of
         // the primary component and come back through IST.
         let address = reachable.ist_bind;
+        // The previous connection's receiver holds the port until it sees this one begin
+        // (a server that reconnects at once, after `SET GLOBAL wsrep_cluster_address`).
+        if let Some(previous) = lock(&self.ist_receiver).take() {
+            let _ = previous.join();
+        }
         match TcpListener::bind(address) {
             Ok(listener) => {
                 let shared = Arc::clone(&self.shared);
+                let connection = lock(&self.shared.inner).connection;
                 let thread = std::thread::Builder::new()
                     .name("trireme-ist-recv".into())
-                    .spawn(move || transfer::receive_transfers(shared, listener))
+                    .spawn(move || transfer::receive_transfers(shared, listener, connection))
                     .expect("spawning the state transfer receiver");
-                lock(&self.threads).push(thread);
+                *lock(&self.ist_receiver) = Some(thread);
             }
             Err(error) if !bootstrap => {
                 lock(&self.shared.inner).connected = false;
@@ -776,6 +816,9 @@ impl Replicator {
             let mut inner = lock(&self.shared.inner);
             inner.runner = Some(runner.handle());
             inner.own = runner.status().uuid;
+            if self.shared.isolated.load(Ordering::Acquire) {
+                let _ = runner.handle().isolate(true);
+            }
         }
         *lock(&self.runner) = Some(runner);
         // While the server runs, the saved seqno is stale after the first commit: -1 says
@@ -937,6 +980,7 @@ impl Replicator {
             let last = inner.connected && inner.primary && inner.members.len() <= 1;
             if inner.connected {
                 inner.last_member_on_leave = Some(last);
+                inner.leaving = true;
             }
             last
         };
@@ -999,6 +1043,9 @@ impl Replicator {
         for thread in lock(&self.threads).drain(..) {
             let _ = thread.join();
         }
+        if let Some(receiver) = lock(&self.ist_receiver).take() {
+            let _ = receiver.join();
+        }
         // The appliers have finished: save the final committed position.
         if let Some(last_member) = last_member {
             self.save_final_state(last_member);
@@ -1028,6 +1075,9 @@ impl Replicator {
             let message = format!("asking for state from {ist_from} (IST if a donor holds it)");
             shared.app.log(LogLevel::Info, &message);
         }
+        if sst_request.is_empty() && !self.take_own_state(cluster, ist_from) {
+            return false;
+        }
         transfer::send_state_request(shared, sst_request.clone(), ist_from);
         let mut inner = lock(&shared.inner);
         loop {
@@ -1052,6 +1102,50 @@ impl Replicator {
                 .unwrap_or_else(|p| p.into_inner());
             inner = guard;
         }
+    }
+
+    /// A server that is already running (connected again at runtime, after `SET GLOBAL
+    /// wsrep_cluster_address`) asks for no snapshot: its own state is the snapshot, and
+    /// only IST can bring the rest. False, after a fatal error, when this node has no
+    /// position in the cluster's history to continue by IST.
+    fn take_own_state(&self, cluster: Uuid, position: Seqno) -> bool {
+        if !position.is_defined() {
+            self.shared.app.fatal(
+                "the running server asked for no snapshot (its SST method cannot run on a \
+                 live server) and this node has no position in this cluster's history to \
+                 continue by IST; restart it to join by SST",
+            );
+            return false;
+        }
+        let mut inner = lock(&self.shared.inner);
+        // The server turns JOINED on a primary view at or past the position it connected
+        // at; with no snapshot to report, that view is given once IST caught up.
+        let my_index = inner
+            .members
+            .iter()
+            .position(|m| m.uuid == inner.own)
+            .map_or(-1, |i| i as i32);
+        let view = ViewInfo {
+            state_id: Gtid {
+                cluster,
+                seqno: inner.joining.as_ref().map_or(position, |j| j.join_seqno),
+            },
+            view_id: inner.view_id,
+            primary: true,
+            members: inner.members.clone(),
+            my_index,
+            proto_ver: PROTOCOL_VERSION,
+        };
+        if let Some(joining) = inner.joining.as_mut() {
+            joining.received = Some(Gtid {
+                cluster,
+                seqno: position,
+            });
+            joining.ist_only = true;
+            joining.transfer.queued_upto = position;
+            joining.rejoin_view = Some(view);
+        }
+        true
     }
 
     /// Serves a joiner: once everything ordered before its request is committed, the node
@@ -1578,19 +1672,28 @@ impl Replicator {
         let monitors = self.monitors();
         monitors.commit.leave(seqno);
         let mut inner = lock(&self.shared.inner);
-        let entered = inner.entered_apply.remove(&seqno);
+        let local = match inner
+            .trxs
+            .values_mut()
+            .find(|t| t.outcome.is_some_and(|(s, _)| s == seqno))
+        {
+            Some(trx) => {
+                trx.commit_done = true;
+                true
+            }
+            None => false,
+        };
+        // A remote write-set leaves the apply monitor when its apply callback returns (in
+        // `run_event`), after the server's whole commit: with the binary log on, the
+        // server leaves commit order before the storage engine's commit is visible, and a
+        // causal read (`sync_wait`, which waits on the apply monitor) must not count the
+        // seqno done before a reader can see it.
+        let entered = local && inner.entered_apply.remove(&seqno);
         if entered {
             let out_of_order = monitors.apply.last_left().next() != seqno;
             inner.window.apply_out_of_order_leave.record(out_of_order);
         }
         inner.counters.commits += 1;
-        if let Some(trx) = inner
-            .trxs
-            .values_mut()
-            .find(|t| t.outcome.is_some_and(|(s, _)| s == seqno))
-        {
-            trx.commit_done = true;
-        }
         drop(inner);
         if entered {
             monitors.apply.leave(seqno);
@@ -1634,8 +1737,11 @@ impl Replicator {
         } else if verdict.is_pass() && !monitors.apply.is_left(seqno) {
             monitors.apply.self_cancel(seqno);
         }
+        // The server rolled it back after it was ordered (a brute-force abort, a streaming
+        // rollback): its seqno is passed over in both monitors above, so nothing waits on
+        // it. A note, as in Galera, where this is routine.
         self.shared.app.log(
-            LogLevel::Warning,
+            LogLevel::Info,
             &format!("transaction {trx_id} released without committing its seqno {seqno}"),
         );
         self.shared.changed.notify_all();
@@ -1992,6 +2098,15 @@ impl Replicator {
         Ok(())
     }
 
+    /// Cuts this node off from the group, or restores its links (`gmcast.isolate`, which
+    /// MariaDB's tests and DBAs use to partition a node without touching the network).
+    pub fn isolate(&self, isolated: bool) {
+        self.shared.isolated.store(isolated, Ordering::Release);
+        if let Some(runner) = lock(&self.shared.inner).runner.as_ref() {
+            let _ = runner.isolate(isolated);
+        }
+    }
+
     /// Starts the averages over (`stats_reset`, run by `FLUSH STATUS`).
     pub fn reset_stats(&self) {
         let paused_ns = lock(&self.runner)
@@ -2220,9 +2335,11 @@ struct Dispatcher {
     view_members: Vec<(Uuid, String)>,
     /// Members that left the primary view, by name, and the first seqno each may lack.
     absent: BTreeMap<String, Seqno>,
-    /// The group identity under which the certification state was built (bootstrap or
-    /// the end of a state transfer).
-    member_uuid: Option<Uuid>,
+    /// The group membership (see `group::View::membership`) the certification state was
+    /// built in (at bootstrap, or at the end of a state transfer).
+    member_of: Option<u64>,
+    /// The membership of the last view.
+    membership: u64,
     /// Everything up to here is in the server already (its snapshot, or IST queued after
     /// it): a seqno delivered late is certified but not applied again.
     in_server_upto: Seqno,
@@ -2242,7 +2359,8 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         view_names: Vec::new(),
         view_members: Vec::new(),
         absent: BTreeMap::new(),
-        member_uuid: None,
+        member_of: None,
+        membership: 0,
         in_server_upto: Seqno::UNDEFINED,
     };
     let mut left_the_group = false;
@@ -2266,7 +2384,11 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
     // it, unless the group member's thread died. A node that looks synced but takes no
     // part in the order would leave every commit waiting for certification forever: stop
     // instead, with the cause in the log.
-    if !left_the_group && !lock(&shared.inner).closing {
+    let stopped_on_purpose = {
+        let inner = lock(&shared.inner);
+        inner.closing || inner.leaving
+    };
+    if !left_the_group && !stopped_on_purpose {
         shared.app.fatal(
             "the group communication thread stopped unexpectedly (its error is logged above); \
              this node can no longer replicate and stops",
@@ -2381,13 +2503,26 @@ impl Dispatcher {
     }
 
     fn on_view(&mut self, view: View) {
+        self.membership = view.membership;
         self.track_absent_members(&view);
-        let info = view_info(&view);
+        let mut info = view_info(&view);
         let own_uuid = view
             .own_index
             .and_then(|i| view.members.get(i))
             .map(|m| m.uuid);
         let mut inner = lock(&self.shared.inner);
+        if !view.primary && view.own_index.is_none() {
+            // Out of the group (left, or evicted and rejoining): the server must see a
+            // component of this node alone, as Galera shows it. A view with no members is
+            // the final one, which only `disconnect` delivers.
+            let settings = &self.shared.settings;
+            info.members = vec![MemberOut {
+                uuid: inner.own,
+                name: settings.node_name.clone(),
+                incoming: settings.incoming_address.clone(),
+            }];
+            info.my_index = 0;
+        }
         // The identity this node has in the group now (it changes when the group admits
         // it again); state requests and local write-sets are recognised by it.
         if let Some(uuid) = own_uuid {
@@ -2430,7 +2565,7 @@ impl Dispatcher {
             inner.queue.push_back(RecvEvent::Connected(info.clone()));
             if self.bootstrap {
                 self.certifier = Some(Certifier::starting_at(CertConfig::default(), view.seqno));
-                self.member_uuid = own_uuid;
+                self.member_of = Some(view.membership);
                 *lock(&self.shared.monitors) = Some(Arc::new(Monitors::at(view.seqno.prev())));
                 inner.state = NodeState::Synced;
                 inner.queue.push_back(RecvEvent::View {
@@ -2456,9 +2591,9 @@ impl Dispatcher {
             .certifier
             .as_ref()
             .map_or(Seqno::UNDEFINED, Certifier::position);
-        // A new identity in a view means the group admitted this node again as a new member
-        // (after an eviction) since its certification state was built.
-        let readmitted = own_uuid.is_some_and(|uuid| Some(uuid) != self.member_uuid);
+        // Another membership in a view means the group admitted this node again as a new
+        // member (after an eviction) since its certification state was built.
+        let readmitted = own_uuid.is_some() && Some(view.membership) != self.member_of;
         if inner.primary && (readmitted || (view.ordered && view.seqno > position.next())) {
             // Readmitted as a new member after an eviction: the cluster ordered seqnos this
             // node never saw. Everything up to `position` is here; the rest comes by IST.
@@ -2720,9 +2855,20 @@ impl Dispatcher {
             }
             Err(reason) => {
                 joining.retry_at = Some(Instant::now() + Duration::from_secs(1));
+                joining.donorless += 1;
                 let message =
                     format!("no donor for our state transfer yet: {reason}; asking again in 1 s");
-                (LogLevel::Warning, message)
+                // A donor busy for a moment (another joiner's snapshot) is routine; one
+                // missing for long is worth a warning, repeated at the same pace.
+                let long = joining.donorless % DONORLESS_REQUESTS_BEFORE_WARNING == 0;
+                (
+                    if long {
+                        LogLevel::Warning
+                    } else {
+                        LogLevel::Info
+                    },
+                    message,
+                )
             }
         };
         drop(inner);
@@ -2981,7 +3127,7 @@ impl Dispatcher {
         );
         self.in_server_upto = applied_upto;
         self.certifier = Some(cert);
-        self.member_uuid = Some(lock(&self.shared.inner).own);
+        self.member_of = Some(self.membership);
         {
             let mut monitors = lock(&self.shared.monitors);
             if monitors.is_none() {

@@ -197,15 +197,15 @@ impl Default for TransferProgress {
     }
 }
 
-/// Accepts donors' streams on `ist.recv_addr` until the node closes.
-pub(crate) fn receive_transfers(shared: Arc<Shared>, listener: TcpListener) {
+/// Accepts donors' streams on `ist.recv_addr` until the node closes or connects again.
+pub(crate) fn receive_transfers(shared: Arc<Shared>, listener: TcpListener, connection: u64) {
     listener
         .set_nonblocking(true)
         .expect("a listener can be made nonblocking");
     loop {
         {
             let inner = lock(&shared.inner);
-            if inner.closing || !inner.connected {
+            if inner.closing || !inner.connected || inner.connection != connection {
                 return;
             }
         }
@@ -305,8 +305,9 @@ fn receive_one(shared: &Arc<Shared>, stream: tls::Stream, peer: &str) {
     };
     if header.outcome == Outcome::Sst {
         if !header.reason.is_empty() {
+            // A note: the donor warns when a joiner that had a position could not get IST.
             let message = format!("state transfer by SST from {peer}: {}", header.reason);
-            log(shared, LogLevel::Warning, &message);
+            log(shared, LogLevel::Info, &message);
         }
         let mut inner = lock(&shared.inner);
         if let Some(joining) = inner.joining.as_mut() {

@@ -475,12 +475,12 @@ impl Simulation {
             Nanos(self.now_us * 1_000),
         );
         let genesis = group.group_state().last_seqno;
-        let uuid = group.me().uuid;
+        let member = group.me().raft_id;
         let node = &mut self.nodes[0];
         node.alive = true;
         node.incarnation += 1;
         node.group = Some(group);
-        node.start_founder(genesis, uuid);
+        node.start_founder(genesis, member);
         node.transition(NodeState::Open);
         self.schedule(
             TICK_US,
@@ -722,8 +722,8 @@ impl Simulation {
                     payload.db.committed >= join_seqno,
                     "a transfer older than the join point"
                 );
-                let uuid = node.group().me().uuid;
-                node.install_transfer(*payload, uuid);
+                let member = node.group().me().raft_id;
+                node.install_transfer(*payload, member);
                 node.transition(NodeState::Joined);
                 self.report.transfers += 1;
                 self.process(joiner)

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use base::{NodeState, Seqno, Uuid};
+use base::{NodeState, Seqno};
 use cert::{CertConfig, Certifier, Verdict};
 use group::{GroupNode, View};
 use order::{Monitor, Policy, DEFAULT_WINDOW};
@@ -110,8 +110,9 @@ pub struct SimNode {
     pub db: KvDb,
     /// The node state machine.
     pub state: NodeState,
-    /// The group UUID for which `db` + `cert` are a valid continuation of the ordered stream.
-    pub state_uuid: Option<Uuid>,
+    /// The membership (the group member's Raft id, new after every eviction and restart)
+    /// for which `db` + `cert` are a valid continuation of the ordered stream.
+    pub state_member: Option<u64>,
     /// Certification index (present while the node has state).
     pub cert: Option<Certifier>,
     /// Delivered, not yet certified.
@@ -146,7 +147,7 @@ impl SimNode {
             group: None,
             db: KvDb::default(),
             state: NodeState::Closed,
-            state_uuid: None,
+            state_member: None,
             cert: None,
             queue: VecDeque::new(),
             transferred_verdicts: BTreeMap::new(),
@@ -197,7 +198,7 @@ impl SimNode {
 
     /// Drops certification and queues: the node no longer has a valid position.
     pub fn drop_volatile_state(&mut self) {
-        self.state_uuid = None;
+        self.state_member = None;
         self.cert = None;
         self.queue.clear();
         self.transferred_verdicts.clear();
@@ -207,7 +208,7 @@ impl SimNode {
     }
 
     /// Takes the state a donor sent: database, certification index, pending verdicts.
-    pub fn install_transfer(&mut self, payload: TransferPayload, group_uuid: Uuid) {
+    pub fn install_transfer(&mut self, payload: TransferPayload, member: u64) {
         let position = payload.db.committed;
         self.db = payload.db;
         self.cert = Some(payload.cert);
@@ -216,12 +217,12 @@ impl SimNode {
         self.appliers_busy = 0;
         self.apply_monitor = Monitor::new("apply", Policy::Apply, position, DEFAULT_WINDOW);
         self.commit_monitor = Monitor::new("commit", Policy::Commit, position, DEFAULT_WINDOW);
-        self.state_uuid = Some(group_uuid);
+        self.state_member = Some(member);
         self.pending_transfer = None;
     }
 
     /// Starts a node that founds the cluster: its (empty) state is valid from the genesis view.
-    pub fn start_founder(&mut self, genesis: Seqno, group_uuid: Uuid) {
+    pub fn start_founder(&mut self, genesis: Seqno, member: u64) {
         self.db = KvDb {
             committed: genesis,
             ..KvDb::default()
@@ -229,7 +230,7 @@ impl SimNode {
         self.cert = Some(Certifier::starting_at(CertConfig::default(), genesis));
         self.apply_monitor = Monitor::new("apply", Policy::Apply, genesis, DEFAULT_WINDOW);
         self.commit_monitor = Monitor::new("commit", Policy::Commit, genesis, DEFAULT_WINDOW);
-        self.state_uuid = Some(group_uuid);
+        self.state_member = Some(member);
     }
 
     /// Actions delivered or certified but not committed: the flow-control queue.
@@ -239,7 +240,7 @@ impl SimNode {
 
     /// True if the database and certification index continue the current membership.
     pub fn has_state(&self) -> bool {
-        let uuid = self.group.as_ref().map(|g| g.me().uuid);
-        self.state_uuid.is_some() && self.state_uuid == uuid
+        let member = self.group.as_ref().map(|g| g.me().raft_id);
+        self.state_member.is_some() && self.state_member == member
     }
 }

@@ -40,6 +40,8 @@ pub(crate) enum Event {
     CausalRead(u64),
     /// New values of the runtime options.
     Reconfigure(Box<group::GroupConfig>),
+    /// Cut this node off from every peer, or end that (`gmcast.isolate`).
+    Isolate(bool),
     /// Withdraw a submission not yet sent; the answer says whether it was.
     Cancel {
         ticket: u64,
@@ -123,6 +125,8 @@ pub(crate) struct EventLoop {
     refused: u64,
     /// Frames dropped because no writer could take them.
     unsent: u64,
+    /// `gmcast.isolate`: no frame goes out or comes in, as if every link were cut.
+    isolated: bool,
 }
 
 impl EventLoop {
@@ -151,6 +155,7 @@ impl EventLoop {
             tickets,
             refused: 0,
             unsent: 0,
+            isolated: false,
         }
     }
 
@@ -238,6 +243,7 @@ impl EventLoop {
             Event::StateRequest(request) => self.node.request_state(request),
             Event::CausalRead(id) => self.node.causal_read(id),
             Event::Reconfigure(config) => self.node.reconfigure(&config),
+            Event::Isolate(isolated) => self.isolate(isolated),
             Event::Cancel { ticket, reply } => {
                 let submit_id = self
                     .tickets
@@ -255,7 +261,27 @@ impl EventLoop {
         false
     }
 
+    /// Isolation acts on frames, not sockets: the peers' connections may come and go, but
+    /// nothing crosses them, so the group sees a partition and reacts as it would to one.
+    /// This node's own connections are closed, so that their peers' readers notice at once.
+    fn isolate(&mut self, isolated: bool) {
+        if isolated != self.isolated {
+            tracing::info!(
+                isolated,
+                "gmcast.isolate: this node's group links are {}",
+                if isolated { "cut" } else { "restored" }
+            );
+        }
+        self.isolated = isolated;
+        if isolated {
+            self.stop_writers();
+        }
+    }
+
     fn receive_frames(&mut self, bytes: &[u8], now: Nanos) {
+        if self.isolated {
+            return;
+        }
         let mut rest = bytes;
         while !rest.is_empty() {
             let len = match wire::frame_len(rest) {
@@ -273,9 +299,13 @@ impl EventLoop {
             let (frame, tail) = rest.split_at(len);
             rest = tail;
             if let Err(error) = self.node.receive(now, frame) {
-                self.refused += 1;
-                if self.refused <= 100 || self.refused.is_power_of_two() {
-                    tracing::warn!(%error, refused = self.refused, "message refused");
+                if error.is_routine() {
+                    tracing::debug!(%error, "message refused");
+                } else {
+                    self.refused += 1;
+                    if self.refused <= 100 || self.refused.is_power_of_two() {
+                        tracing::warn!(%error, refused = self.refused, "message refused");
+                    }
                 }
             }
             // An eviction makes the node start over with a new identity.
@@ -285,7 +315,7 @@ impl EventLoop {
 
     /// Groups the outgoing frames by destination and hands each group to its writer.
     fn send(&mut self, outgoing: Vec<Outgoing>) {
-        if outgoing.is_empty() {
+        if outgoing.is_empty() || self.isolated {
             return;
         }
         let mut by_address: Vec<(String, Vec<u8>, usize)> = Vec::new();

@@ -252,6 +252,11 @@ impl RunnerHandle {
         self.send(Event::Reconfigure(Box::new(config)))
     }
 
+    /// Cuts this member off from every peer, or restores its links (`gmcast.isolate`).
+    pub fn isolate(&self, isolated: bool) -> Result<(), Stopped> {
+        self.send(Event::Isolate(isolated))
+    }
+
     /// Asks where a causal read must wait; answered by a `Delivery::Causal` with `id`.
     pub fn causal_read(&self, id: u64) -> Result<(), Stopped> {
         self.send(Event::CausalRead(id))

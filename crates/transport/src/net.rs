@@ -634,7 +634,16 @@ impl Connection {
     /// (longer after a refusal, which will not fix itself quickly).
     fn fail(&mut self, error: &OpenError) {
         if !self.failing && !self.shared.stopping() {
-            tracing::warn!(address = %self.address, "peer {error}: dropping its frames");
+            // A peer that restarts or leaves breaks its connections: routine, noted as
+            // Galera notes it. A refusal means a misconfigured or foreign node: a warning.
+            match error {
+                OpenError::Unreachable(_) => {
+                    tracing::info!(address = %self.address, "peer {error}: dropping its frames")
+                }
+                OpenError::Refused(_) => {
+                    tracing::warn!(address = %self.address, "peer {error}: dropping its frames")
+                }
+            }
         }
         let backoff = match error {
             OpenError::Unreachable(_) => self.options.reconnect_backoff,

@@ -2,13 +2,11 @@
 
 /// The options Trireme accepts at start but that change nothing in Trireme: giving one
 /// yields a `Warning::NoEffect` that says why.
-pub(crate) const NO_EFFECT_AT_START: [&str; 9] = [
+pub(crate) const NO_EFFECT_AT_START: [&str; 7] = [
     "cert.log_conflicts",
     "evs.inactive_timeout",
     "evs.keepalive_period",
-    "gmcast.isolate",
     "gmcast.segment",
-    "pc.ignore_sb",
     "pc.weight",
     "repl.commit_order",
     "socket.ssl_reload",
