@@ -170,6 +170,7 @@ run_provider() {
     netns="trimtr-${work##*-}"
     ip netns add "$netns"
     trap drop_netns EXIT
+    trap 'exit 143' TERM INT
     ip -n "$netns" link set lo up
     runner=(ip netns exec "$netns" runuser -u "$MTR_USER" --)
   fi
@@ -185,10 +186,13 @@ run_provider() {
   log="$out/$provider/mtr.log"
   echo "==> MTR on $provider: ${tests[*]} ($parallel workers; log $log)"
   # MTR's own status is ignored: the parsed results decide.
+  # In the background, so that a signal to this script (whose traps wait for a foreground
+  # command) takes the namespace and everything in it down at once.
   (cd "$MTR_HOME" && "${runner[@]}" env WSREP_PROVIDER="$lib" perl mariadb-test-run \
       --vardir="$work/var" --tmpdir="$work/tmp" --parallel="$parallel" --force \
       --max-test-fail=0 --retry="$retry" --testcase-timeout="$TESTCASE_TIMEOUT_MIN" \
-      "${mtr_options[@]}" "${names[@]}") >"$log" 2>&1 || true
+      "${mtr_options[@]}" "${names[@]}") >"$log" 2>&1 &
+  wait $! || true
   drop_netns
   # The logs MTR kept of failed tests; the servers' data is not needed.
   rm -rf "$out/$provider/logs"

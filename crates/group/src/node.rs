@@ -264,14 +264,16 @@ pub enum ReceiveError {
 
 impl ReceiveError {
     /// Whether this refusal is part of normal membership churn rather than a fault: a
-    /// message that crossed a view change, a join asked again before its proof arrived, or
-    /// traffic after this member left.
+    /// message that crossed a view change, a join asked again before its proof arrived,
+    /// traffic after this member left, or traffic still meant for the earlier incarnation
+    /// of a node restarted at the same address.
     pub fn is_routine(&self) -> bool {
         matches!(
             self,
             ReceiveError::NotInView { .. }
                 | ReceiveError::JoinRefused { .. }
                 | ReceiveError::Closed
+                | ReceiveError::WrongRecipient { .. }
         )
     }
 }
@@ -631,7 +633,8 @@ impl GroupNode {
                 if raft_id == self.me.raft_id && self.member && sender_is_member && !self.primary {
                     // A member of the primary component says we were evicted while we could
                     // not hear it: start over as a new member.
-                    tracing::warn!(me = self.me.raft_id, "evicted from the primary component");
+                    // Routine after a partition, a note as in Galera (whose merge is one).
+                    tracing::info!(me = self.me.raft_id, "evicted from the primary component");
                     self.rejoin_due = true;
                 }
                 Ok(())
@@ -1079,7 +1082,9 @@ impl GroupNode {
             .filter(|id| *id == self.me.raft_id || !self.silent_for(*id, REPLACE_SILENCE_ELECTIONS))
             .collect::<Vec<_>>();
         if let Some(member) = live.first() {
-            tracing::warn!(
+            // A node restarted at once (kill -9, then start) asks before its earlier
+            // incarnation falls silent long enough: routine, and asked again.
+            tracing::info!(
                 member,
                 joiner = info.raft_id,
                 address = %info.address,
@@ -1594,7 +1599,7 @@ impl GroupNode {
         } else if evicted {
             // Removed without asking: the others stopped hearing us. Start over as a new
             // member once this Ready is handled; our data comes back by state transfer.
-            tracing::warn!(me = self.me.raft_id, "removed from the view: rejoining");
+            tracing::info!(me = self.me.raft_id, "removed from the view: rejoining");
             self.rejoin_due = true;
         }
     }

@@ -393,6 +393,15 @@ fn ignoring_split_brain_goes_on_alone_and_the_other_side_rejoins() {
     cluster.run(20);
     let cluster_uuid = cluster.last_view(0).unwrap().cluster;
     cluster.isolated.insert(1);
+    // Submitted as the link goes: ordered once the node goes on alone.
+    cluster.node(0).submit(b"in flight".to_vec());
+    let write_sets = |c: &Cluster| {
+        c.ordered(0)
+            .values()
+            .filter(|v| v.starts_with("ws"))
+            .count()
+    };
+    let before = write_sets(&cluster);
     cluster.run_until(
         |c| {
             c.last_view(0)
@@ -410,6 +419,11 @@ fn ignoring_split_brain_goes_on_alone_and_the_other_side_rejoins() {
     cluster.node(0).submit(b"during".to_vec());
     cluster.run(10);
     let ordered_alone = cluster.ordered(0);
+    assert_eq!(
+        write_sets(&cluster),
+        before + 2,
+        "the write-set in flight and the one after were ordered"
+    );
     assert!(
         ordered_alone
             .range(alone.seqno.next()..)

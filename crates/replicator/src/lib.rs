@@ -373,6 +373,12 @@ enum RecvEvent {
     },
 }
 
+/// How long `disconnect` waits for the group to let this member go.
+const DISCONNECT_LEAVE_WAIT: Duration = Duration::from_secs(5);
+/// How long a fatal stop waits for the same: shorter, as the server is failing anyway.
+const FATAL_LEAVE_WAIT: Duration = Duration::from_secs(3);
+const _: () = assert!(FATAL_LEAVE_WAIT.as_secs() <= DISCONNECT_LEAVE_WAIT.as_secs());
+
 /// Requests without a donor (one a second) before the joiner warns that it still has none.
 const DONORLESS_REQUESTS_BEFORE_WARNING: u32 = 30;
 
@@ -973,6 +979,29 @@ impl Replicator {
         });
     }
 
+    /// Stops the server for good, as Galera's abort does: it leaves the group first, so
+    /// that the others do not count a node that will never answer again (two of two would
+    /// otherwise lose their quorum to a joiner that died), then hands over to the server.
+    fn fatal(&self, message: &str) {
+        self.leave_group(FATAL_LEAVE_WAIT);
+        self.shared.app.fatal(message);
+    }
+
+    /// Asks the group to remove this member and waits, up to `wait`, until it is out of
+    /// the primary component.
+    fn leave_group(&self, wait: Duration) {
+        let Some(runner) = lock(&self.shared.inner).runner.clone() else {
+            return;
+        };
+        if runner.leave().is_err() {
+            return;
+        }
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline && runner.status().primary {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Leaves the cluster: every `recv` returns after the final view.
     pub fn disconnect(&self) {
         let last_member = {
@@ -984,13 +1013,7 @@ impl Replicator {
             }
             last
         };
-        if let Some(runner) = lock(&self.runner).as_ref() {
-            let _ = runner.leave();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline && runner.status().primary {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
+        self.leave_group(DISCONNECT_LEAVE_WAIT);
         if let Some(mut runner) = lock(&self.runner).take() {
             runner.shutdown();
         }
@@ -1057,7 +1080,7 @@ impl Replicator {
     fn request_state(&self) -> bool {
         let shared = &self.shared;
         let Some(sst_request) = shared.app.sst_request() else {
-            shared.app.fatal(
+            self.fatal(
                 "the server could not prepare a state transfer (see its error above): this \
                  node cannot join without one; fix the cause and restart it",
             );
@@ -1110,7 +1133,7 @@ impl Replicator {
     /// position in the cluster's history to continue by IST.
     fn take_own_state(&self, cluster: Uuid, position: Seqno) -> bool {
         if !position.is_defined() {
-            self.shared.app.fatal(
+            self.fatal(
                 "the running server asked for no snapshot (its SST method cannot run on a \
                  live server) and this node has no position in this cluster's history to \
                  continue by IST; restart it to join by SST",
@@ -1215,7 +1238,7 @@ impl Replicator {
             // again cannot restart the server's receiving side.
             drop(inner);
             let error = ReplicatorError::StateTransferFailed { rcode };
-            self.shared.app.fatal(&error.to_string());
+            self.fatal(&error.to_string());
             return Err(error);
         }
         if rcode != 0 || state.cluster != cluster || !state.seqno.is_defined() {
@@ -2533,6 +2556,11 @@ impl Dispatcher {
         inner.view_id = info.view_id;
         let was_primary = inner.primary;
         inner.primary = view.primary && view.own_index.is_some();
+        if was_primary && !inner.primary {
+            // Out of the primary component the node is desynced in any case; a `wsrep_desync`
+            // from before does not carry over to its return (Galera clears it the same way).
+            inner.desync_count = 0;
+        }
         if view.ordered {
             inner.last_ordered = view.seqno;
         }

@@ -515,7 +515,7 @@ pub(crate) fn start_rejoin(shared: &Shared, cluster: Uuid, join_seqno: Seqno, po
         position.next(),
         join_seqno.prev()
     );
-    log(shared, LogLevel::Warning, &message);
+    log(shared, LogLevel::Info, &message);
     send_state_request(shared, Vec::new(), position);
     if let Some(joining) = lock(&shared.inner).joining.as_mut() {
         joining.ist_requested_at = Some(Instant::now());
