@@ -230,7 +230,7 @@ fn a_cut_host_goes_non_primary_and_rejoins_by_ist_while_the_majority_writes() {
     let rejoin: Vec<&str> = log.lines().skip(log_before).collect();
     let rejoin = rejoin.join("\n");
     assert!(
-        rejoin.contains("receiving IST"),
+        rejoin.contains("Receiving IST: "),
         "node3 did not rejoin by IST:\n{rejoin}"
     );
     assert!(

@@ -269,7 +269,7 @@ fn canary_never_crosses_the_bridge_in_clear(cluster: &mut Cluster, dir: &Path, c
     insert(2);
     let rejoin = start_and_log(cluster, 3);
     assert!(
-        rejoin.contains("receiving IST"),
+        rejoin.contains("Receiving IST: "),
         "node3 did not rejoin by IST"
     );
 

@@ -104,7 +104,7 @@ fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
         .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
     let log = log_since(&cluster, 3, before);
     assert!(
-        log.contains("receiving IST of seqnos") && log.contains("complete:"),
+        log.contains("Receiving IST: ") && log.contains("complete:"),
         "node 3 rejoined by IST:\n{log}"
     );
     assert!(
@@ -197,7 +197,7 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
         .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
     let log = log_since(&cluster, 3, before);
     assert!(
-        log.contains("receiving IST of seqnos") && !log.contains("state transfer by SST"),
+        log.contains("Receiving IST: ") && !log.contains("state transfer by SST"),
         "with the freeze, node 3 rejoined by IST:\n{log}"
     );
     assert!(
@@ -266,7 +266,7 @@ fn within_its_disk_budget_the_gcache_keeps_what_an_absent_member_needs() {
         .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
     let log = log_since(&cluster, 3, before);
     assert!(
-        log.contains("receiving IST of seqnos") && !log.contains("state transfer by SST"),
+        log.contains("Receiving IST: ") && !log.contains("state transfer by SST"),
         "with no freeze, the absent node 3 still rejoined by IST:\n{log}"
     );
     assert_equal_at_rest(&cluster, &["ist.t"]);
