@@ -55,14 +55,31 @@ impl fmt::Display for Seqno {
 
 /// A 16-byte UUID, printed in the usual 8-4-4-4-12 form.
 ///
-/// Used for the cluster state UUID and for member UUIDs. A member gets a fresh UUID every
-/// time it (re)joins, which is how a restarted node is told apart from its earlier self.
+/// Used for the cluster state UUID and for member UUIDs. A restarted node gets a fresh
+/// member UUID, which is how it is told apart from its earlier self.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 pub struct Uuid(pub [u8; 16]);
 
 impl Uuid {
     /// The all-zero UUID (wsrep's `WSREP_UUID_UNDEFINED`).
     pub const NIL: Uuid = Uuid([0; 16]);
+
+    /// A UUID that sorts by the time it was made (version 7: milliseconds since the UNIX
+    /// epoch, then a 12-bit fraction of the millisecond, then random bits), as Galera's
+    /// time-based member UUIDs do: a view ordered by UUID lists members in the order they
+    /// started, which is the order MariaDB restores a view in (`wsrep_local_index`, and the
+    /// `auto_increment_offset` derived from it, must agree).
+    pub fn time_ordered(unix_ns: u64, rng: &mut SeededRng) -> Uuid {
+        const NS_PER_MS: u64 = 1_000_000;
+        let ms = unix_ns / NS_PER_MS;
+        let fraction = (unix_ns % NS_PER_MS) * 4096 / NS_PER_MS;
+        debug_assert!(fraction < 4096);
+        let mut bytes = Uuid::random(rng).0;
+        bytes[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+        bytes[6] = 0x70 | (fraction >> 8) as u8;
+        bytes[7] = fraction as u8;
+        Uuid(bytes)
+    }
 
     /// Draws a random (version 4) UUID from a seeded generator.
     pub fn random(rng: &mut SeededRng) -> Uuid {
@@ -189,6 +206,27 @@ pub fn seeded_rng(seed: u64) -> SeededRng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_ordered_uuids_sort_by_time() {
+        let mut rng = seeded_rng(3);
+        let start = 1_795_000_000_123_456_789u64;
+        let times = [
+            start,
+            start + 300,
+            start + 1_000_000,
+            start + 86_400_000_000_000,
+        ];
+        let uuids: Vec<Uuid> = times
+            .iter()
+            .map(|t| Uuid::time_ordered(*t, &mut rng))
+            .collect();
+        assert!(uuids.windows(2).all(|pair| pair[0] < pair[1]), "{uuids:?}");
+        for uuid in &uuids {
+            assert_eq!(uuid.0[6] >> 4, 7, "version 7");
+            assert_eq!(uuid.0[8] >> 6, 0b10, "RFC 4122 variant");
+        }
+    }
 
     #[test]
     fn uuid_text_round_trips() {

@@ -60,7 +60,7 @@ pub struct View {
     pub primary: bool,
     /// True if the view is an ordered action (it took `seqno` on every member).
     pub ordered: bool,
-    /// The members, in the order they joined.
+    /// The members, by UUID: the order they started in (see `GroupState::members_by_uuid`).
     pub members: Vec<ViewMember>,
     /// This node's position in `members`, if it is one.
     pub own_index: Option<usize>,
@@ -449,7 +449,7 @@ impl GroupNode {
         mut rng: SeededRng,
         now: Nanos,
     ) -> GroupNode {
-        let me = new_identity(&mut rng, contact);
+        let me = new_identity(&mut rng, contact, now);
         let (cluster, first_seqno) = match history {
             Some(gtid) if gtid.cluster != Uuid::NIL && gtid.seqno.is_defined() => {
                 (gtid.cluster, gtid.seqno.next())
@@ -487,7 +487,7 @@ impl GroupNode {
         mut rng: SeededRng,
         now: Nanos,
     ) -> GroupNode {
-        let me = new_identity(&mut rng, contact);
+        let me = new_identity(&mut rng, contact, now);
         let mut node = GroupNode::new(config, me, rng, OrderLog::default(), 0, now);
         node.seeds = seeds;
         node
@@ -1555,7 +1555,7 @@ impl GroupNode {
         // back in contact.
         let members: Vec<ViewMember> = self
             .state
-            .members_in_join_order()
+            .members_by_uuid()
             .into_iter()
             .filter(|m| primary || ordered || self.still_heard(m.info.raft_id))
             .map(|m| ViewMember {
@@ -2297,10 +2297,10 @@ fn check_identity(info: &MemberInfo) -> Result<(), &'static str> {
 }
 
 /// A new membership's identity: fresh Raft id and UUID, the same contact details.
-fn new_identity(rng: &mut SeededRng, contact: &Contact) -> MemberInfo {
+fn new_identity(rng: &mut SeededRng, contact: &Contact, now: Nanos) -> MemberInfo {
     MemberInfo {
         raft_id: rng.gen_range(1..u64::MAX),
-        uuid: Uuid::random(rng),
+        uuid: Uuid::time_ordered(now.0, rng),
         name: contact.name.clone(),
         address: contact.address.clone(),
         incoming: contact.incoming.clone(),

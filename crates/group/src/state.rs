@@ -337,10 +337,6 @@ pub struct MemberRecord {
     pub info: MemberInfo,
     /// Last node state the member announced.
     pub state: NodeState,
-    /// The view count when it was admitted: views list members in the order they joined,
-    /// as Galera's do (its member UUIDs grow with time), so `wsrep_local_index`, and the
-    /// `auto_increment_offset` the server derives from it, follow the start order.
-    pub admitted_in_view: u64,
 }
 
 /// Remembers which submissions of one origin were ordered, so each is delivered once.
@@ -424,7 +420,6 @@ impl GroupState {
             MemberRecord {
                 info: founder,
                 state: NodeState::Synced,
-                admitted_in_view: 0,
             },
         );
         GroupState {
@@ -703,15 +698,16 @@ impl GroupState {
             MemberRecord {
                 info,
                 state: NodeState::Primary,
-                admitted_in_view: self.view_id,
             },
         );
     }
 
-    /// The members in the order they joined (see [`MemberRecord::admitted_in_view`]).
-    pub fn members_in_join_order(&self) -> Vec<&MemberRecord> {
+    /// The members by UUID: member UUIDs sort by the time they were made (see
+    /// `Uuid::time_ordered`), so this is the order they started in, and the order in which
+    /// MariaDB lists a view it restores from its own tables.
+    pub fn members_by_uuid(&self) -> Vec<&MemberRecord> {
         let mut members: Vec<&MemberRecord> = self.members.values().collect();
-        members.sort_by_key(|m| (m.admitted_in_view, m.info.raft_id));
+        members.sort_by_key(|m| m.info.uuid);
         members
     }
 

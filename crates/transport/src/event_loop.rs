@@ -51,6 +51,12 @@ pub(crate) enum Event {
     Shutdown,
 }
 
+/// Where the group's time starts: a monotonic instant, and the wall-clock time then.
+pub(crate) struct GroupClock {
+    pub(crate) started: Instant,
+    pub(crate) epoch: Nanos,
+}
+
 /// Maps the node's submission numbers to the runner's.
 ///
 /// The node numbers submissions from 1 for each membership: a member that was evicted and
@@ -114,6 +120,8 @@ impl Tickets {
 pub(crate) struct EventLoop {
     node: GroupNode,
     clock: Instant,
+    /// The group's time when `clock` started (see `GroupRunner::start_with_options`).
+    epoch: Nanos,
     tick_interval: Duration,
     events: Receiver<Event>,
     deliveries: Option<SyncSender<Delivery>>,
@@ -132,7 +140,7 @@ pub(crate) struct EventLoop {
 impl EventLoop {
     pub(crate) fn new(
         node: GroupNode,
-        clock: Instant,
+        clock: GroupClock,
         tick_interval: Duration,
         events: Receiver<Event>,
         deliveries: SyncSender<Delivery>,
@@ -145,7 +153,8 @@ impl EventLoop {
         };
         EventLoop {
             node,
-            clock,
+            clock: clock.started,
+            epoch: clock.epoch,
             tick_interval,
             events,
             deliveries: Some(deliveries),
@@ -161,10 +170,8 @@ impl EventLoop {
 
     fn now(&self) -> (Duration, Nanos) {
         let elapsed = self.clock.elapsed();
-        (
-            elapsed,
-            Nanos(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)),
-        )
+        let elapsed_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        (elapsed, Nanos(self.epoch.0.saturating_add(elapsed_ns)))
     }
 
     pub(crate) fn run(mut self) {

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use base::{seeded_rng, Nanos, NodeState, Seqno};
 use group::{Contact, Delivery, GroupConfig, GroupNode, GroupStatus};
 
-use crate::event_loop::{Event, EventLoop};
+use crate::event_loop::{Event, EventLoop, GroupClock};
 use crate::net::Connections;
 
 /// How the member enters the group.
@@ -165,6 +165,13 @@ impl Shared {
     pub(crate) fn status(&self) -> MutexGuard<'_, GroupStatus> {
         lock(&self.status)
     }
+}
+
+/// Nanoseconds since the UNIX epoch (0 on a clock set before it).
+fn unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Locks a mutex, ignoring poisoning (every critical section here leaves valid state).
@@ -331,14 +338,18 @@ impl GroupRunner {
         let name = name.as_str();
 
         let clock = Instant::now();
+        // The group's time is wall-clock time (nanoseconds since the UNIX epoch at start, then
+        // advanced by the monotonic clock): member UUIDs are made from it and must sort by
+        // start time across nodes, as Galera's do.
+        let epoch = Nanos(unix_nanos());
         let tick_interval = Duration::from_nanos(config.tick_interval_ns);
         let rng = seeded_rng(seed);
         let node = match role {
-            Role::Bootstrap => GroupNode::bootstrap(config, &contact, rng, Nanos(0)),
+            Role::Bootstrap => GroupNode::bootstrap(config, &contact, rng, epoch),
             Role::BootstrapFrom(history) => {
-                GroupNode::bootstrap_from(config, &contact, Some(history), rng, Nanos(0))
+                GroupNode::bootstrap_from(config, &contact, Some(history), rng, epoch)
             }
-            Role::Join { seeds } => GroupNode::join(config, &contact, seeds, rng, Nanos(0)),
+            Role::Join { seeds } => GroupNode::join(config, &contact, seeds, rng, epoch),
         };
         let shared = Arc::new(Shared {
             stopping: AtomicBool::new(false),
@@ -350,7 +361,10 @@ impl GroupRunner {
 
         let event_loop = EventLoop::new(
             node,
-            clock,
+            GroupClock {
+                started: clock,
+                epoch,
+            },
             tick_interval,
             events_rx,
             deliveries_tx,
