@@ -18,7 +18,8 @@
 #   -- OPTIONS         pass the rest to mariadb-test-run (for example --nowarnings)
 #
 # MTR runs as the unprivileged user trireme-mtr (created if missing): as root, the rsync SST's
-# daemon drops to nobody and cannot write the joiner's data directory.
+# daemon drops to nobody and cannot write the joiner's data directory. Run as root, each
+# provider's servers live in a network namespace of their own with only loopback.
 # Exit status: 0 when every Trireme result passes, or, when both providers ran, when every test
 # that passes on Galera passes on Trireme or is listed in docs/compatibility.md; 1 otherwise.
 set -euo pipefail
@@ -64,7 +65,7 @@ while [ $# -gt 0 ]; do
     --report) report_only=1; shift ;;
     --ci) ci=1; shift ;;
     --) shift; mtr_options+=("$@"); break ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) tests+=("$1"); shift ;;
   esac
