@@ -457,6 +457,20 @@ impl GroupNode {
             _ => (Uuid::random(&mut rng), Seqno(1)),
         };
         let state = GroupState::genesis(cluster, first_seqno, me.clone());
+        let mut node = GroupNode::found(config, me, rng, state, now);
+        node.local_state = NodeState::Synced;
+        node
+    }
+
+    /// A primary component of `me` alone, continuing `state` (whose only member is `me`): a
+    /// new Raft group with `me` its only voter and leader, its founding view delivered.
+    fn found(
+        config: GroupConfig,
+        me: MemberInfo,
+        rng: SeededRng,
+        state: GroupState,
+        now: Nanos,
+    ) -> GroupNode {
         let mut snapshot = Snapshot::default();
         snapshot.set_data(state.encode().into());
         let metadata = snapshot.mut_metadata();
@@ -466,7 +480,6 @@ impl GroupNode {
         let mut node = GroupNode::new(config, me, rng, OrderLog::from_snapshot(snapshot), 1, now);
         node.state = state;
         node.member = true;
-        node.local_state = NodeState::Synced;
         node.last_delivered = node.state.last_seqno;
         node.last_snapshot_index = 1;
         let view = node.view(true, true, node.state.last_seqno);
@@ -1788,19 +1801,11 @@ impl GroupNode {
         if let Some(window) = self.state.dedup.get(&self.me.uuid) {
             state.dedup.insert(self.me.uuid, window.clone());
         }
-        let mut snapshot = Snapshot::default();
-        snapshot.set_data(state.encode().into());
-        let metadata = snapshot.mut_metadata();
-        metadata.index = 1;
-        metadata.term = 1;
-        metadata.mut_conf_state().voters = vec![self.me.raft_id];
-        let log = OrderLog::from_snapshot(snapshot);
-        let mut alone = GroupNode::new(
+        let mut alone = GroupNode::found(
             self.config.clone(),
             self.me.clone(),
             self.rng.clone(),
-            log,
-            1,
+            state,
             self.now,
         );
         alone.departed = std::mem::take(&mut self.departed);
@@ -1812,13 +1817,14 @@ impl GroupNode {
         while alone.departed.len() > DEPARTED_REMEMBERED {
             alone.departed.pop_front();
         }
-        alone.state = state;
-        alone.member = true;
         alone.tick = self.tick;
         alone.seeds = std::mem::take(&mut self.seeds);
         alone.known_addresses = std::mem::take(&mut self.known_addresses);
         alone.flow = std::mem::take(&mut self.flow);
+        // What was delivered before goes first, then the new component's view.
+        let founding = std::mem::take(&mut alone.deliveries);
         alone.deliveries = std::mem::take(&mut self.deliveries);
+        alone.deliveries.extend(founding);
         alone.outbox = std::mem::take(&mut self.outbox);
         alone.cached_from = self.cached_from;
         alone.committed = self.committed;
@@ -1831,16 +1837,6 @@ impl GroupNode {
         for pending in alone.pending.values_mut() {
             pending.sent = None;
         }
-        alone.last_snapshot_index = 1;
-        alone.last_delivered = alone.state.last_seqno;
-        let view = alone.view(true, true, alone.state.last_seqno);
-        alone.deliver_view(view);
-        alone.primary = true;
-        alone
-            .raw
-            .campaign()
-            .expect("a single-voter group elects itself");
-        alone.pin_election_timeout();
         *self = alone;
     }
 

@@ -409,6 +409,17 @@ struct Joining {
 }
 
 impl Joining {
+    /// The server already holds everything up to `position` of `cluster`'s history (its
+    /// own state, no snapshot to wait for): only IST, from there on, is asked for.
+    fn continue_own_state(&mut self, cluster: Uuid, position: Seqno) {
+        self.received = Some(Gtid {
+            cluster,
+            seqno: position,
+        });
+        self.ist_only = true;
+        self.transfer.queued_upto = position;
+    }
+
     /// Everything up to here is in the server or queued for its appliers: the server's
     /// snapshot, then whatever IST queued after it. A further IST starts after it.
     fn in_place_upto(&self) -> Seqno {
@@ -1160,12 +1171,7 @@ impl Replicator {
             proto_ver: PROTOCOL_VERSION,
         };
         if let Some(joining) = inner.joining.as_mut() {
-            joining.received = Some(Gtid {
-                cluster,
-                seqno: position,
-            });
-            joining.ist_only = true;
-            joining.transfer.queued_upto = position;
+            joining.continue_own_state(cluster, position);
             joining.rejoin_view = Some(view);
         }
         true

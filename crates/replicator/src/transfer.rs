@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base::{Gtid, Seqno, Uuid};
+use base::{Seqno, Uuid};
 use cert::Certifier;
 use group::StateRequest;
 use writeset::WriteSet;
@@ -504,12 +504,7 @@ pub(crate) fn start_rejoin(shared: &Shared, cluster: Uuid, join_seqno: Seqno, po
         inner.state = NodeState::Joiner;
         set_group_state(&inner, NodeState::Joiner);
         let mut joining = crate::Joining::new(join_seqno);
-        joining.received = Some(Gtid {
-            cluster,
-            seqno: position,
-        });
-        joining.ist_only = true;
-        joining.transfer.queued_upto = position;
+        joining.continue_own_state(cluster, position);
         inner.joining = Some(joining);
     }
     let message = format!(
