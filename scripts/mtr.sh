@@ -9,7 +9,8 @@
 #
 # Options:
 #   --provider trireme|galera|both   which provider(s) to run (default both; --ci: trireme)
-#   --list FILE        read test and suite names from FILE (one per line, # comments)
+#   --list FILE        read test and suite names from FILE (one per line; # starts a comment
+#                      at the start of a line or after a blank)
 #   --parallel N       MTR workers per provider (default 2)
 #   --retry N          MTR retries of a failed test (default 1; a test that passes on a retry
 #                      is reported as "pass*", flaky)
@@ -49,7 +50,10 @@ die() { echo "mtr.sh: $*" >&2; exit 2; }
 read_list() {
   [ -r "$1" ] || die "cannot read the test list $1"
   while read -r line; do
-    line="${line%%#*}"
+    # A comment starts a line or follows a blank: test names may hold '#'
+    # (galera.galera-features#117).
+    line="${line%%[[:space:]]#*}"
+    case "$line" in \#*) line="" ;; esac
     line="${line//[[:space:]]/}"
     [ -n "$line" ] && tests+=("$line")
   done <"$1"
@@ -91,7 +95,7 @@ parse_log() {
       if (name != "") print name "\t" result "\t" detail "\t" failure
       name = ""; failure = ""; kept = 0
     }
-    /^[a-z0-9_]+\.[A-Za-z0-9_-]+ .*\[ [a-z-]+ \]/ {
+    /^[a-z0-9_]+\.[A-Za-z0-9_#-]+ .*\[ [a-z-]+ \]/ {
       flush()
       # A test run in several combinations is named with each: suite.test,combination.
       name = $1

@@ -18,6 +18,7 @@ use crate::log::OrderLog;
 use crate::state::{
     Contact, Control, GroupState, LogEntry, MemberInfo, NoDonor, StateRequest, Submission,
 };
+use crate::vote::{VoteCode, VoteDecision, VoteEvent, VoteRefusal};
 use crate::wire::{self, WireError, WireMessage};
 
 /// Bytes for the driver to send.
@@ -126,6 +127,26 @@ pub enum Delivery {
         id: u64,
         /// The seqno a causal read must wait for.
         seqno: Seqno,
+    },
+    /// Another member voted on `seqno` (a write-set that failed to apply there, or here
+    /// only) and this node must say what it did: see [`GroupNode::vote`].
+    VoteRequested {
+        /// The seqno voted on.
+        seqno: Seqno,
+        /// The name of the member that opened the vote.
+        by: String,
+    },
+    /// A vote this node took part in is decided: it holds the group's data only if its
+    /// own verdict is the winner.
+    VoteDecided {
+        /// The seqno voted on.
+        seqno: Seqno,
+        /// The winning verdict.
+        winner: VoteCode,
+        /// This node's verdict.
+        mine: VoteCode,
+        /// Every vote counted: member name and verdict.
+        votes: Vec<(String, VoteCode)>,
     },
     /// The node left the group (graceful leave finished).
     Closed,
@@ -406,6 +427,8 @@ pub struct GroupNode {
     /// Numbers this node's state requests.
     next_state_request_id: u64,
     stop_wanted: bool,
+    /// This node's votes not yet seen in the order (see [`GroupNode::vote`]).
+    votes_wanted: BTreeMap<Seqno, VoteCode>,
     pacing: ControlPacing,
     flow: FlowCounters,
     paused_since: Option<Nanos>,
@@ -562,6 +585,7 @@ impl GroupNode {
             state_request: None,
             next_state_request_id: 0,
             stop_wanted: false,
+            votes_wanted: BTreeMap::new(),
             pacing: ControlPacing::default(),
             flow: FlowCounters::default(),
             paused_since: None,
@@ -663,7 +687,8 @@ impl GroupNode {
             | Control::FlowResume(id)
             | Control::State(id, _)
             | Control::Committed(id, _)
-            | Control::Cached(id, _) => id == from,
+            | Control::Cached(id, _)
+            | Control::Vote(id, ..) => id == from,
             Control::StateRequest(ref request) => request.joiner == from,
         };
         if !concerns_sender {
@@ -781,6 +806,100 @@ impl GroupNode {
         } else {
             self.send_to_leader(&WireMessage::Control(entry));
         }
+    }
+
+    /// Casts this node's verdict on `seqno` in a consistency vote: [`crate::vote::SUCCESS`] if it
+    /// applied (or committed) the seqno, else [`crate::vote::error_code`] of its error. Resent
+    /// until ordered; the decision comes as [`Delivery::VoteDecided`].
+    pub fn vote(&mut self, seqno: Seqno, code: VoteCode) {
+        self.votes_wanted.entry(seqno).or_insert(code);
+        self.pacing.votes = None;
+    }
+
+    /// The votes to send now: those not yet ordered, at once when new, then every
+    /// `resend_ticks`. A vote whose ballot is decided, or that counts already, is done.
+    fn votes_due(&mut self) -> Vec<Control> {
+        let me = self.me.raft_id;
+        let votes = &self.state.votes;
+        self.votes_wanted.retain(|seqno, _| {
+            let counted = votes
+                .open
+                .get(seqno)
+                .is_some_and(|ballot| ballot.votes.contains_key(&me));
+            !counted && !votes.decided.contains_key(seqno)
+        });
+        if self.votes_wanted.is_empty()
+            || !is_due(self.pacing.votes, self.tick, self.config.resend_ticks)
+        {
+            return Vec::new();
+        }
+        self.pacing.votes = Some(self.tick);
+        self.votes_wanted
+            .iter()
+            .map(|(seqno, code)| Control::Vote(me, *seqno, *code))
+            .collect()
+    }
+
+    /// Counts an ordered vote, and hands this node what it leads to.
+    fn apply_vote(&mut self, member: u64, seqno: Seqno, code: VoteCode) {
+        let events = match self.state.cast_vote(member, seqno, code) {
+            Ok(events) => events,
+            Err(refusal @ VoteRefusal::Decided(_)) => {
+                tracing::debug!(member, %refusal, "vote not counted");
+                return;
+            }
+            Err(refusal) => {
+                tracing::warn!(member, %refusal, "vote not counted");
+                return;
+            }
+        };
+        for event in events {
+            match event {
+                VoteEvent::Opened {
+                    seqno, by, voters, ..
+                } => {
+                    let me = self.me.raft_id;
+                    if self.member && by != me && voters.contains(&me) {
+                        let by = self.member_name(by);
+                        self.deliveries
+                            .push_back(Delivery::VoteRequested { seqno, by });
+                    }
+                }
+                VoteEvent::Decided(decision) => self.deliver_decision(decision),
+            }
+        }
+    }
+
+    /// Hands a decided vote to this node if it voted.
+    fn deliver_decision(&mut self, decision: VoteDecision) {
+        let Some(mine) = decision.votes.get(&self.me.raft_id).copied() else {
+            return;
+        };
+        let votes = decision
+            .votes
+            .iter()
+            .map(|(id, code)| (self.member_name(*id), *code))
+            .collect();
+        self.votes_wanted.remove(&decision.seqno);
+        if self.member {
+            self.deliveries.push_back(Delivery::VoteDecided {
+                seqno: decision.seqno,
+                winner: decision.winner,
+                mine,
+                votes,
+            });
+        }
+    }
+
+    /// A member's name (a member that just left too), else its Raft id.
+    fn member_name(&self, raft_id: u64) -> String {
+        let departed = || self.departed.iter().rev().find(|d| d.raft_id == raft_id);
+        self.state
+            .members
+            .get(&raft_id)
+            .map(|m| &m.info)
+            .or_else(departed)
+            .map_or_else(|| raft_id.to_string(), |info| info.name.clone())
     }
 
     /// Starts a graceful leave: the group shrinks its quorum by this member.
@@ -1428,6 +1547,9 @@ impl GroupNode {
                     });
                 }
             }
+            LogEntry::Control(Control::Vote(member, seqno, code)) => {
+                self.apply_vote(member, seqno, code);
+            }
             LogEntry::Control(control) => {
                 let paused_before = self.state.paused_by.clone();
                 self.state.apply_control(&control);
@@ -1462,13 +1584,18 @@ impl GroupNode {
             }
         };
         self.raw.mut_store().set_conf_state(conf_state);
+        let mut decisions = Vec::new();
         let (added_me, removed_me) = match member_change {
             MemberChange::Add(info) => {
                 let added_me = info.raft_id == self.me.raft_id;
                 self.add_member(info);
                 (added_me, false)
             }
-            MemberChange::Remove(id) => (false, self.remove_member(id)),
+            MemberChange::Remove(id) => {
+                let (removed_me, decided) = self.remove_member(id);
+                decisions = decided;
+                (false, removed_me)
+            }
         };
         let seqno = self.state.next_seqno();
         self.state.view_id += 1;
@@ -1482,6 +1609,9 @@ impl GroupNode {
         if self.member && !removed_me {
             let view = self.view(self.primary || self.is_leader(), true, seqno);
             self.deliver(Delivery::View(view));
+        }
+        for decision in decisions {
+            self.deliver_decision(decision);
         }
         if removed_me {
             self.lose_membership();
@@ -1498,18 +1628,19 @@ impl GroupNode {
         self.state.add_member(info);
     }
 
-    /// Removes a member from the group state; true if it is this node.
-    fn remove_member(&mut self, raft_id: u64) -> bool {
+    /// Removes a member from the group state; true if it is this node, with the votes its
+    /// departure decided.
+    fn remove_member(&mut self, raft_id: u64) -> (bool, Vec<VoteDecision>) {
         if let Some(record) = self.state.members.get(&raft_id) {
             self.departed.push_back(record.info.clone());
             if self.departed.len() > DEPARTED_REMEMBERED {
                 self.departed.pop_front();
             }
         }
-        self.state.remove_member(raft_id);
+        let decided = self.state.remove_member(raft_id);
         self.last_heard.remove(&raft_id);
         self.unheard.remove(&raft_id);
-        raft_id == self.me.raft_id
+        (raft_id == self.me.raft_id, decided)
     }
 
     fn watch_for_own_removal(&mut self, entries: &[Entry]) {
@@ -1984,6 +2115,7 @@ impl GroupNode {
             self.pacing.cached = Some(tick);
             wanted.push(Control::Cached(me, self.cached_from));
         }
+        wanted.extend(self.votes_due());
         for control in wanted {
             if self.is_leader() {
                 self.propose_entry(&LogEntry::Control(control));
@@ -2241,6 +2373,7 @@ struct ControlPacing {
     flow: LastSent<bool>,
     committed: Option<u64>,
     cached: Option<u64>,
+    votes: Option<u64>,
 }
 
 /// The last value sent of one kind of control message, and the tick it went.

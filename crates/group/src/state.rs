@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use base::{NodeState, Seqno, Uuid};
 use serde::{Deserialize, Serialize};
 
+use crate::vote::{self, ConsistencyVotes, VoteCode, VoteDecision, VoteEvent, VoteRefusal};
 use crate::wire::{bincode_decode, bincode_encode, WireError};
 
 /// Who a member is: fixed for the life of one membership.
@@ -150,6 +151,9 @@ pub enum Control {
     /// holds nothing: how far back it can serve IST. Donor selection prefers a member whose
     /// cache covers the joiner's gap.
     Cached(u64, Seqno),
+    /// The member's verdict on a seqno in a consistency vote (`crate::vote`): success, or
+    /// the digest of the error it failed with.
+    Vote(u64, Seqno, VoteCode),
 }
 
 /// A joiner's request for state, as the group orders it.
@@ -404,6 +408,8 @@ pub struct GroupState {
     /// joiners asking at the same moment are not all sent to one donor, which serves one
     /// snapshot at a time.
     pub donating: BTreeMap<u64, u64>,
+    /// Consistency votes: open ballots and recent decisions.
+    pub votes: ConsistencyVotes,
 }
 
 /// A member whose latest write-set is more than this many seqnos old serves no client
@@ -436,6 +442,7 @@ impl GroupState {
             last_write: BTreeMap::new(),
             partial: BTreeMap::new(),
             donating: BTreeMap::new(),
+            votes: ConsistencyVotes::default(),
         }
     }
 
@@ -455,6 +462,7 @@ impl GroupState {
             last_write: BTreeMap::new(),
             partial: BTreeMap::new(),
             donating: BTreeMap::new(),
+            votes: ConsistencyVotes::default(),
         }
     }
 
@@ -506,11 +514,29 @@ impl GroupState {
         if !filed_right || uuids.len() != self.members.len() {
             return Err("members filed under another id, or sharing a UUID".into());
         }
+        self.check_votes(&seqno_ok)?;
         let at_end = |w: &DedupWindow| w.contiguous == u64::MAX || w.above.contains(&u64::MAX);
         if self.dedup.values().any(at_end) {
             return Err("a delivery record at the end of the id range".into());
         }
         self.check_partial(&uuids)
+    }
+
+    /// Ballots on seqnos handed out, among members, within the bounds the tally keeps.
+    fn check_votes(&self, seqno_ok: &dyn Fn(&Seqno) -> bool) -> Result<(), String> {
+        let votes = &self.votes;
+        let ballots_ok = votes.open.len() <= vote::MAX_OPEN_BALLOTS
+            && votes.decided.len() <= vote::DECIDED_REMEMBERED
+            && votes.open.keys().chain(votes.decided.keys()).all(seqno_ok)
+            && votes.open.values().all(|ballot| {
+                ballot.voters.iter().all(|id| self.members.contains_key(id))
+                    && ballot.votes.keys().all(|id| ballot.voters.contains(id))
+            });
+        if ballots_ok {
+            Ok(())
+        } else {
+            Err("consistency ballots out of bounds or naming non-members".into())
+        }
     }
 
     fn check_partial(&self, member_uuids: &BTreeSet<Uuid>) -> Result<(), String> {
@@ -663,7 +689,8 @@ impl GroupState {
                     self.end_donations(raft_id, before, state);
                 }
             }
-            Control::StateRequest(_) => {}
+            // Ordered by the node itself: they lead to deliveries.
+            Control::StateRequest(_) | Control::Vote(..) => {}
             Control::Cached(raft_id, seqno) => {
                 // The same bounds as [`GroupState::check`]: a value a snapshot could not
                 // carry would keep every later joiner out.
@@ -711,8 +738,36 @@ impl GroupState {
         members
     }
 
-    /// Removes a member (a view change): its flow-control stop and delivery record go too.
-    pub fn remove_member(&mut self, raft_id: u64) {
+    /// Counts a member's ordered vote (see `crate::vote`). A ballot it opens is put to the
+    /// members that hold data now: SYNCED, JOINED or DONOR.
+    pub fn cast_vote(
+        &mut self,
+        member: u64,
+        seqno: Seqno,
+        code: VoteCode,
+    ) -> Result<Vec<VoteEvent>, VoteRefusal> {
+        if !self.members.contains_key(&member) {
+            return Err(VoteRefusal::NotAVoter(seqno));
+        }
+        let holders = self
+            .members
+            .iter()
+            .filter(|(_, m)| {
+                matches!(
+                    m.state,
+                    NodeState::Synced | NodeState::Joined | NodeState::Donor
+                )
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        self.votes
+            .cast(seqno, member, code, holders, self.last_seqno)
+    }
+
+    /// Removes a member (a view change): its flow-control stop and delivery record go too,
+    /// and it leaves the open ballots, which may decide them.
+    #[must_use]
+    pub fn remove_member(&mut self, raft_id: u64) -> Vec<VoteDecision> {
         if let Some(record) = self.members.remove(&raft_id) {
             let uuid = record.info.uuid;
             self.dedup.remove(&uuid);
@@ -727,6 +782,7 @@ impl GroupState {
         self.donating
             .retain(|donor, joiner| *donor != raft_id && *joiner != raft_id);
         self.update_safe_seqno();
+        self.votes.forget_voter(raft_id)
     }
 
     /// True while any member's flow-control stop is in force.
@@ -810,7 +866,7 @@ mod tests {
         bad.chunk = (0, 3);
         assert_eq!(state.accept_submission(bad), None);
         assert_eq!(state.partial.len(), 1);
-        state.remove_member(1);
+        let _ = state.remove_member(1);
         assert!(state.partial.is_empty());
         assert_eq!(state.last_seqno, Seqno(3));
     }
@@ -918,7 +974,7 @@ mod tests {
         assert!(!state.is_paused(), "a donor's stop is ignored");
         state.apply_control(&Control::State(2, NodeState::Joined));
         state.apply_control(&Control::FlowStop(2));
-        state.remove_member(2);
+        let _ = state.remove_member(2);
         assert!(!state.is_paused(), "a departed member's stop is lifted");
     }
 
@@ -940,7 +996,7 @@ mod tests {
             Seqno(70),
             "a report beyond the ordered position is ignored"
         );
-        state.remove_member(2);
+        let _ = state.remove_member(2);
         assert_eq!(state.safe_seqno, Seqno(90));
     }
 
@@ -1016,7 +1072,7 @@ mod tests {
         assert_eq!(state.assign_donor(&request(5, -1)), Ok(first));
         // A joiner that has its state, or leaves, frees its donor too.
         state.apply_control(&Control::State(4, NodeState::Joined));
-        state.remove_member(5);
+        let _ = state.remove_member(5);
         assert!(state.donating.is_empty(), "{:?}", state.donating);
     }
 
@@ -1064,7 +1120,7 @@ mod tests {
             "nobody holds the gap: SST from the first synced member"
         );
         assert_eq!(state.select_donor(&request("", -1)), Ok(1), "no IST asked");
-        state.remove_member(2);
+        let _ = state.remove_member(2);
         assert!(
             !state.cached_from.contains_key(&2),
             "a leaver's cache is forgotten"
@@ -1111,7 +1167,7 @@ mod tests {
             Ok(1),
             "n1 and n2 wrote nothing for a window's worth of seqnos; n3 now serves writes"
         );
-        state.remove_member(3);
+        let _ = state.remove_member(3);
         assert!(
             !state.last_write.contains_key(&Uuid([3; 16])),
             "a leaver is forgotten"
@@ -1137,7 +1193,7 @@ mod tests {
             !state.record_state_request(&request(1)),
             "an old resend, late"
         );
-        state.remove_member(2);
+        let _ = state.remove_member(2);
         assert!(
             state.record_state_request(&request(1)),
             "a new membership starts over"
@@ -1250,7 +1306,7 @@ mod tests {
             let decoded = GroupState::decode(&state.encode());
             prop_assert_eq!(decoded, Ok(state.clone()));
             for id in ids {
-                state.remove_member(id);
+                let _ = state.remove_member(id);
             }
             prop_assert_eq!(state.check(), Ok(()));
             Ok(())

@@ -109,19 +109,11 @@ fn log_option_notes(instance: &crate::Instance, warnings: Vec<options::Warning>)
     }
 }
 
-/// Logs the error text the server passes when something failed on this node. A note: the
-/// server has logged the failure itself, and without a consistency vote (Galera's way of
-/// telling a statement that failed everywhere from one that failed here only) the provider
-/// cannot judge it; Galera notes a failure that every member shares.
-fn log_server_error(instance: &crate::Instance, what: &str, error: *const wsrep_buf_t) {
+/// The error text the server passes when it failed to apply a seqno (or to run a TOI
+/// statement); `None` when it succeeded. The members vote on it (`replicator::vote`).
+fn server_error<'a>(error: *const wsrep_buf_t) -> Option<&'a [u8]> {
     let error = buf(error);
-    if !error.is_empty() {
-        let text = String::from_utf8_lossy(error);
-        instance.log(
-            WSREP_LOG_INFO,
-            &format!("{what} failed on this node: {text}"),
-        );
-    }
+    (!error.is_empty()).then_some(error)
 }
 
 /// A socket address to bind to: the host as configured (a wildcard stays a wildcard).
@@ -389,6 +381,8 @@ unsafe extern "C" fn recv(wsrep: *mut wsrep_t, recv_ctx: *mut c_void) -> wsrep_s
         };
         match replicator.recv(RecvContext(recv_ctx as usize)) {
             Ok(()) => WSREP_OK,
+            // As Galera's: the node left because its data differs from the cluster's.
+            Err(replicator::ReplicatorError::Inconsistent(_)) => WSREP_NODE_FAIL,
             Err(_) => WSREP_CONN_FAIL,
         }
     })
@@ -499,9 +493,10 @@ unsafe extern "C" fn commit_order_leave(
         let (Some(replicator), Some(seqno)) = (instance.replicator(), seqno_of(meta)) else {
             return WSREP_TRX_MISSING;
         };
-        log_server_error(instance, &format!("applying {seqno}"), error);
-        replicator.commit_order_leave(seqno);
-        WSREP_OK
+        match replicator.commit_order_leave(seqno, server_error(error)) {
+            Ok(()) => WSREP_OK,
+            Err(_) => WSREP_NODE_FAIL,
+        }
     })
 }
 
@@ -667,6 +662,7 @@ unsafe extern "C" fn sync_wait(
                 }
                 WSREP_OK
             }
+            Err(replicator::ReplicatorError::NoStateYet) => WSREP_TRX_MISSING,
             Err(_) => WSREP_TRX_FAIL,
         }
     })
@@ -750,8 +746,10 @@ unsafe extern "C" fn to_execute_end(
         let Some(replicator) = instance.replicator() else {
             return WSREP_CONN_FAIL;
         };
-        log_server_error(instance, "a TOI statement", error);
-        replicator.to_execute_end(conn_id);
+        // The statement's own error is the server's to report; a lost vote is logged and
+        // the node leaves. Galera's `to_execute_end` succeeds either way, and MariaDB warns
+        // of a failed TOI end otherwise.
+        let _ = replicator.to_execute_end(conn_id, server_error(error));
         WSREP_OK
     })
 }

@@ -41,6 +41,7 @@ mod pause;
 mod saved_state;
 mod stats;
 mod transfer;
+mod vote;
 
 pub use addresses::{AddressError, NodeAddresses, Reachable};
 pub use cache::CacheReach;
@@ -255,6 +256,16 @@ pub enum ReplicatorError {
     /// The saved state could not be read.
     #[error("{0}")]
     SavedState(String),
+    /// A causal read on a joiner that waits for a snapshot: it holds none of the cluster's
+    /// history to read from, and would wait for its own transfer.
+    #[error(
+        "this node has no state of the cluster's history yet (it waits for a snapshot): it \
+         cannot serve a causal read"
+    )]
+    NoStateYet,
+    /// A consistency vote found this node's data different from the cluster's: it left.
+    #[error("{0}")]
+    Inconsistent(String),
 }
 
 /// How `certify` (or `to_execute_start`) ended.
@@ -561,6 +572,8 @@ struct Inner {
     start_position: Option<Gtid>,
     /// This node's addresses as decided at `connect`.
     reachable: Option<Reachable>,
+    /// The consistency votes this node takes part in.
+    votes: vote::VoteBook,
 }
 
 impl Inner {
@@ -686,6 +699,7 @@ impl Replicator {
             open_streams: (0, 0),
             start_position: None,
             reachable: None,
+            votes: vote::VoteBook::default(),
         };
         Replicator {
             shared: Arc::new(Shared {
@@ -747,6 +761,9 @@ impl Replicator {
             inner.state = NodeState::Open;
             inner.donor_names = donor_names.to_owned();
         }
+        // A connection that ended without `disconnect` (this node left the cluster after
+        // losing a consistency vote) still holds its group port.
+        self.stop_group_threads();
         let reachable = match self.decide_addresses(&peers) {
             Ok(reachable) => reachable,
             Err(error) => {
@@ -873,17 +890,30 @@ impl Replicator {
     /// the one saved at the last clean leave (MariaDB passes none when the snapshot comes
     /// before the storage engines start, as with rsync; Galera then reads its grastate.dat
     /// too).
+    ///
+    /// A saved state with no history UUID was cleared when this node lost a consistency
+    /// vote: its data, whatever the server recovered, is not the cluster's, so it has no
+    /// position and joins by a full snapshot (Galera's rule: the server's position counts
+    /// only in the history `grastate.dat` names).
     fn start_position(&self) -> Option<Gtid> {
         let settings = &self.shared.settings;
         let known = |gtid: &Gtid| gtid.cluster != Uuid::NIL && gtid.seqno.is_defined();
-        settings.history.filter(known).or_else(|| {
-            let dir = settings.state_dir.as_ref()?;
-            SavedState::load(dir)
-                .ok()
-                .flatten()
-                .map(|saved| saved.position)
-                .filter(known)
-        })
+        let saved = settings
+            .state_dir
+            .as_ref()
+            .and_then(|dir| SavedState::load(dir).ok().flatten());
+        if lock(&self.shared.inner).votes.inconsistent
+            || saved.is_some_and(|s| s.position.cluster == Uuid::NIL)
+        {
+            let message = "this node's saved state was cleared after an inconsistency: it \
+                           takes no position of its own and joins by a full state transfer";
+            self.shared.app.log(LogLevel::Info, message);
+            return None;
+        }
+        settings
+            .history
+            .filter(known)
+            .or_else(|| saved.map(|s| s.position).filter(known))
     }
 
     /// Opens the write-set cache for the server's own history (it is started over if the
@@ -975,8 +1005,10 @@ impl Replicator {
             NodeState::Synced | NodeState::Donor | NodeState::Joined | NodeState::Closed
         ) && inner.joining.is_none();
         let cluster = inner.cluster;
+        let inconsistent = inner.votes.inconsistent;
         drop(inner);
-        if cluster == Uuid::NIL {
+        // An inconsistent node's cleared position stays cleared: it must come back by SST.
+        if cluster == Uuid::NIL || inconsistent {
             return;
         }
         let seqno = if complete {
@@ -1013,6 +1045,16 @@ impl Replicator {
         }
     }
 
+    /// Stops the group member and the dispatcher of the last connection, if they run.
+    fn stop_group_threads(&self) {
+        if let Some(mut runner) = lock(&self.runner).take() {
+            runner.shutdown();
+        }
+        if let Some(dispatcher) = lock(&self.dispatcher).take() {
+            let _ = dispatcher.join();
+        }
+    }
+
     /// Leaves the cluster: every `recv` returns after the final view.
     pub fn disconnect(&self) {
         let last_member = {
@@ -1025,12 +1067,7 @@ impl Replicator {
             last
         };
         self.leave_group(DISCONNECT_LEAVE_WAIT);
-        if let Some(mut runner) = lock(&self.runner).take() {
-            runner.shutdown();
-        }
-        if let Some(dispatcher) = lock(&self.dispatcher).take() {
-            let _ = dispatcher.join();
-        }
+        self.stop_group_threads();
         let mut inner = lock(&self.shared.inner);
         if inner.connected {
             let final_view = ViewInfo {
@@ -1281,6 +1318,10 @@ impl Replicator {
                         if free {
                             break;
                         }
+                    } else if inner.votes.inconsistent && !inner.connected {
+                        return Err(ReplicatorError::Inconsistent(
+                            "this node left the cluster: its data is inconsistent".into(),
+                        ));
                     } else if inner.closing || !inner.connected {
                         return Err(ReplicatorError::NotConnected);
                     }
@@ -1316,6 +1357,11 @@ impl Replicator {
             shared.changed.notify_all();
             self.report_progress();
             if !ok {
+                // After a lost consistency vote the server fails the seqno it voted on;
+                // this applier stays to hand it the final view of a disconnected node.
+                if lock(&shared.inner).votes.inconsistent {
+                    continue;
+                }
                 shared.app.log(
                     LogLevel::Error,
                     "the server failed to apply an ordered action",
@@ -1696,8 +1742,23 @@ impl Replicator {
         }
     }
 
-    /// Lets the next seqno commit; the seqno counts as committed.
-    pub fn commit_order_leave(&self, seqno: Seqno) {
+    /// Lets the next seqno commit; the seqno counts as committed. `failure` is the server's
+    /// error when it failed to apply the seqno: the members vote on it first (see
+    /// `vote.rs`), and an error says this node lost the vote and is leaving the cluster.
+    pub fn commit_order_leave(
+        &self,
+        seqno: Seqno,
+        failure: Option<&[u8]>,
+    ) -> Result<(), ReplicatorError> {
+        let voted = match failure {
+            Some(error) if !error.is_empty() => self.vote_on_failure(seqno, error),
+            _ => Ok(()),
+        };
+        self.leave_commit_order(seqno);
+        voted
+    }
+
+    fn leave_commit_order(&self, seqno: Seqno) {
         let monitors = self.monitors();
         monitors.commit.leave(seqno);
         let mut inner = lock(&self.shared.inner);
@@ -1937,13 +1998,20 @@ impl Replicator {
         outcome
     }
 
-    /// Ends a total-order-isolation statement.
-    pub fn to_execute_end(&self, conn_id: u64) {
+    /// Ends a total-order-isolation statement; `failure` is the server's error if the
+    /// statement failed here (voted on, as in `commit_order_leave`).
+    pub fn to_execute_end(
+        &self,
+        conn_id: u64,
+        failure: Option<&[u8]>,
+    ) -> Result<(), ReplicatorError> {
         let seqno = lock(&self.shared.inner).toi_by_conn.remove(&conn_id);
-        if let Some(seqno) = seqno {
-            self.commit_order_leave(seqno);
-        }
+        let outcome = match seqno {
+            Some(seqno) => self.commit_order_leave(seqno, failure),
+            None => Ok(()),
+        };
         self.release(u64::MAX - conn_id);
+        outcome
     }
 
     fn last_committed_locked(&self) -> Seqno {
@@ -1971,6 +2039,18 @@ impl Replicator {
     ) -> Result<Gtid, ReplicatorError> {
         let timeout = timeout.unwrap_or_else(|| *lock(&self.shared.causal_read_timeout));
         let deadline = Instant::now() + timeout;
+        {
+            // As Galera's (a history UUID mismatch): fail at once rather than wait out the
+            // timeout, since the snapshot may itself wait for this reader (a mysqldump SST
+            // asks the joiner's variables).
+            let inner = lock(&self.shared.inner);
+            let own_history = inner
+                .start_position
+                .is_some_and(|p| p.cluster == inner.cluster);
+            if inner.joining.is_some() && !own_history {
+                return Err(ReplicatorError::NoStateYet);
+            }
+        }
         let target = match upto {
             Some(seqno) => seqno,
             None => self.causal_point(deadline, timeout)?,
@@ -2404,6 +2484,10 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         }
         dispatcher.try_finish_join();
         dispatcher.maybe_synced();
+        let committed = lock(&shared.monitors)
+            .as_ref()
+            .map_or(Seqno::UNDEFINED, |m| m.apply.last_left());
+        dispatcher.answer_vote_requests(committed);
         shared.changed.notify_all();
     }
     for sender in dispatcher.senders.drain(..) {
@@ -2484,7 +2568,15 @@ impl Dispatcher {
                     *answer = Some(seqno);
                 }
             }
-            Delivery::Abandoned { .. } | Delivery::StateGap { .. } | Delivery::Closed => {}
+            Delivery::VoteRequested { seqno, by } => self.on_vote_requested(seqno, &by),
+            Delivery::VoteDecided {
+                seqno,
+                winner,
+                mine,
+                votes,
+            } => self.on_vote_decided(seqno, winner, mine, &votes),
+            Delivery::Closed => vote::close_after_inconsistency(&self.shared),
+            Delivery::Abandoned { .. } | Delivery::StateGap { .. } => {}
         }
     }
 
@@ -3162,12 +3254,7 @@ impl Dispatcher {
         self.in_server_upto = applied_upto;
         self.certifier = Some(cert);
         self.member_of = Some(self.membership);
-        {
-            let mut monitors = lock(&self.shared.monitors);
-            if monitors.is_none() {
-                *monitors = Some(Arc::new(Monitors::at(received.seqno)));
-            }
-        }
+        monitors_continue_at(&self.shared, received.seqno);
         if let Some(view) = rejoin_view {
             lock(&self.shared.inner).queue.push_back(RecvEvent::View {
                 view,
@@ -3257,6 +3344,18 @@ impl Dispatcher {
             set_group_state(&inner, NodeState::Synced);
             inner.queue.push_back(RecvEvent::Synced);
         }
+    }
+}
+
+/// Makes the monitors continue from `position`, where the node's state now stands: new
+/// ones on a first join, and on a join in the same process (the server connected again)
+/// whose snapshot moved the state elsewhere: the seqnos it jumped over pass through no
+/// monitor, and a causal read would wait for them forever.
+fn monitors_continue_at(shared: &Shared, position: Seqno) {
+    let mut monitors = lock(&shared.monitors);
+    let current = monitors.as_ref().map(|m| m.apply.last_left());
+    if current != Some(position) {
+        *monitors = Some(Arc::new(Monitors::at(position)));
     }
 }
 

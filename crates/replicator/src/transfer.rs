@@ -15,7 +15,7 @@ use group::StateRequest;
 use writeset::WriteSet;
 
 use crate::ist::{self, Action, ActionKind, Header, IstError, Outcome, RecordReader, FAILED_CERT};
-use crate::{lock, set_group_state, LogLevel, Monitors, NodeState, RecvEvent, Shared};
+use crate::{lock, set_group_state, LogLevel, NodeState, RecvEvent, Shared};
 
 /// Receive-queue length above which the IST receiver waits for the appliers: a long IST
 /// must not pile up in memory faster than the server applies it.
@@ -371,12 +371,7 @@ fn receive_records(
             what: "the stream starts after the joiner's position: seqnos in between are missing",
         });
     }
-    {
-        let mut monitors = lock(&shared.monitors);
-        if monitors.is_none() {
-            *monitors = Some(Arc::new(Monitors::at(position)));
-        }
-    }
+    crate::monitors_continue_at(shared, position);
     let mut reader = RecordReader::new(header);
     let mut queued = 0u64;
     while let Some(action) = reader.next(input)? {

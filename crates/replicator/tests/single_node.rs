@@ -123,7 +123,9 @@ fn a_founding_node_commits_local_transactions_in_order() {
             panic!("{outcome:?}")
         };
         replicator.commit_order_enter(meta.gtid.seqno).unwrap();
-        replicator.commit_order_leave(meta.gtid.seqno);
+        replicator
+            .commit_order_leave(meta.gtid.seqno, None)
+            .unwrap();
         replicator.release(trx);
         seqnos.push(meta.gtid.seqno.0);
     }
@@ -140,7 +142,7 @@ fn a_founding_node_commits_local_transactions_in_order() {
         panic!("{toi:?}")
     };
     assert_eq!(meta.depends_on, Seqno(21));
-    replicator.to_execute_end(7);
+    replicator.to_execute_end(7, None).unwrap();
     assert_eq!(replicator.sync_wait(None, None).unwrap().seqno, Seqno(22));
     // An unknown victim is "aborted" (wsrep's rule), a transaction with nothing is not ordered.
     assert_eq!(

@@ -38,7 +38,7 @@ impl Application for Server {
             .lock()
             .unwrap()
             .push((action.meta.trx_id, action.flags));
-        replicator.commit_order_leave(seqno);
+        replicator.commit_order_leave(seqno, None).unwrap();
         true
     }
     fn synced(&self) {
@@ -78,7 +78,9 @@ fn replicate(replicator: &Replicator, trx: u64, trx_flags: u32) -> replicator::M
         panic!("{outcome:?}")
     };
     replicator.commit_order_enter(meta.gtid.seqno).unwrap();
-    replicator.commit_order_leave(meta.gtid.seqno);
+    replicator
+        .commit_order_leave(meta.gtid.seqno, None)
+        .unwrap();
     replicator.release(trx);
     meta
 }

@@ -909,6 +909,13 @@ impl Simulation {
                     local_submit,
                 });
             }
+            Delivery::VoteRequested { seqno, .. } | Delivery::VoteDecided { seqno, .. } => {
+                // The toy database applies every certified write-set, so no member ever
+                // votes: a vote here is a bug in the group layer.
+                return Err(format!(
+                    "node {slot}: a consistency vote on {seqno:?}, but no node failed to apply"
+                ));
+            }
             Delivery::Causal { id, seqno } => {
                 if self.checker.causal_answered(slot, id, seqno)? {
                     self.report.causal_reads += 1;

@@ -34,6 +34,8 @@ pub(crate) enum Event {
     Cached(Seqno),
     /// A node state change to announce.
     LocalState(NodeState),
+    /// This node's verdict in a consistency vote.
+    Vote(Seqno, group::vote::VoteCode),
     /// A request for state transfer to order.
     StateRequest(group::StateRequest),
     /// Ask where a causal read must wait.
@@ -247,6 +249,7 @@ impl EventLoop {
             Event::Committed(seqno) => self.node.report_committed(seqno),
             Event::Cached(seqno) => self.node.report_cached(seqno),
             Event::LocalState(state) => self.node.set_local_state(state),
+            Event::Vote(seqno, code) => self.node.vote(seqno, code),
             Event::StateRequest(request) => self.node.request_state(request),
             Event::CausalRead(id) => self.node.causal_read(id),
             Event::Reconfigure(config) => self.node.reconfigure(&config),

@@ -249,6 +249,11 @@ impl RunnerHandle {
         self.send(Event::LocalState(state))
     }
 
+    /// Casts this node's verdict in a consistency vote; see `GroupNode::vote`.
+    pub fn vote(&self, seqno: Seqno, code: group::vote::VoteCode) -> Result<(), Stopped> {
+        self.send(Event::Vote(seqno, code))
+    }
+
     /// Asks the group for state transfer; the donor is chosen in the total order.
     pub fn request_state(&self, request: group::StateRequest) -> Result<(), Stopped> {
         self.send(Event::StateRequest(request))

@@ -62,7 +62,7 @@ pub(crate) fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 pub(crate) fn commit_in_order(node: &Replicator, seqno: Seqno, applied: &Mutex<Vec<i64>>) {
     node.commit_order_enter(seqno).unwrap();
     applied.lock().unwrap().push(seqno.0);
-    node.commit_order_leave(seqno);
+    node.commit_order_leave(seqno, None).unwrap();
 }
 
 /// Certifies a one-row transaction on `node`. A node that is not primary at that instant
@@ -92,7 +92,7 @@ pub(crate) fn commit_certified(node: &Replicator, trx: u64, outcome: CertifyOutc
         panic!("transaction {trx}: {outcome:?}")
     };
     node.commit_order_enter(meta.gtid.seqno).unwrap();
-    node.commit_order_leave(meta.gtid.seqno);
+    node.commit_order_leave(meta.gtid.seqno, None).unwrap();
     node.release(trx);
     meta.gtid.seqno
 }
