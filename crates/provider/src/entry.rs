@@ -356,6 +356,11 @@ unsafe extern "C" fn connect(
         let bootstrap = bootstrap || lock(&instance.options).take_pc_bootstrap();
         match replicator.connect(name, url, donors, bootstrap) {
             Ok(()) => WSREP_OK,
+            // Said as Galera says it (DBAs and test suites look for its first words).
+            Err(error @ replicator::ReplicatorError::UnsafeBootstrap(_)) => {
+                instance.log(WSREP_LOG_ERROR, &error.to_string());
+                WSREP_NODE_FAIL
+            }
             Err(error) => {
                 instance.log(
                     WSREP_LOG_ERROR,

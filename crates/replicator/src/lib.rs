@@ -249,7 +249,7 @@ pub enum ReplicatorError {
     /// A bootstrap from a node that was not the last to leave the cluster: another node may
     /// hold newer data.
     #[error(
-        "it may not be safe to bootstrap the cluster from this node: it was not the last one \
+        "It may not be safe to bootstrap the cluster from this node: it was not the last one \
          to leave and may not have all the data. To force it, set safe_to_bootstrap: 1 in {0}"
     )]
     UnsafeBootstrap(String),
@@ -860,6 +860,7 @@ impl Replicator {
         save_running_state(
             &self.shared,
             start_position.map_or(Uuid::NIL, |position| position.cluster),
+            false,
         );
         let shared = Arc::clone(&self.shared);
         let dispatcher = std::thread::Builder::new()
@@ -2452,6 +2453,8 @@ struct Dispatcher {
     /// Everything up to here is in the server already (its snapshot, or IST queued after
     /// it): a seqno delivered late is certified but not applied again.
     in_server_upto: Seqno,
+    /// Whether `grastate.dat` says this node is the only member of the primary component.
+    saved_sole_member: bool,
 }
 
 /// The dispatcher: takes deliveries in order, certifies, routes.
@@ -2471,6 +2474,7 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         member_of: None,
         membership: 0,
         in_server_upto: Seqno::UNDEFINED,
+        saved_sole_member: false,
     };
     let mut left_the_group = false;
     loop {
@@ -2700,7 +2704,8 @@ impl Dispatcher {
                 });
                 inner.queue.push_back(RecvEvent::Synced);
                 drop(inner);
-                save_running_state(&self.shared, view.cluster);
+                save_running_state(&self.shared, view.cluster, true);
+                self.saved_sole_member = true;
                 let seqno = view.seqno;
                 self.cache_action(seqno, ist::ActionKind::Skip, seqno.0 - 1, &[]);
             } else {
@@ -2763,8 +2768,21 @@ impl Dispatcher {
             );
             self.shared.app.log(LogLevel::Info, &message);
         }
+        if ordered {
+            self.note_sole_member(view.cluster, view.members.len() == 1);
+        }
         if view.ordered {
             self.skip_in_order(view.seqno);
+        }
+    }
+
+    /// Keeps `safe_to_bootstrap` in `grastate.dat` true exactly while this node is the whole
+    /// primary component: the last member standing may found the cluster again after a
+    /// crash, and no other may.
+    fn note_sole_member(&mut self, cluster: Uuid, sole: bool) {
+        if sole != self.saved_sole_member {
+            self.saved_sole_member = sole;
+            save_running_state(&self.shared, cluster, sole);
         }
     }
 
@@ -3292,7 +3310,8 @@ impl Dispatcher {
         set_group_state(&inner, NodeState::Joined);
         let cluster = inner.cluster;
         drop(inner);
-        save_running_state(&self.shared, cluster);
+        save_running_state(&self.shared, cluster, false);
+        self.saved_sole_member = false;
     }
 
     /// Passes a seqno that carries nothing to certify (a view, an undecodable write-set)
@@ -3349,12 +3368,15 @@ impl Dispatcher {
 
 /// Makes the monitors continue from `position`, where the node's state now stands: new
 /// ones on a first join, and on a join in the same process (the server connected again)
-/// whose snapshot moved the state elsewhere: the seqnos it jumped over pass through no
-/// monitor, and a causal read would wait for them forever.
+/// whose snapshot moved the state past them: the seqnos it jumped over pass through no
+/// monitor, and a causal read would wait for them forever. Monitors at or past `position`
+/// stay (IST may have applied beyond the snapshot already).
 fn monitors_continue_at(shared: &Shared, position: Seqno) {
     let mut monitors = lock(&shared.monitors);
-    let current = monitors.as_ref().map(|m| m.apply.last_left());
-    if current != Some(position) {
+    let behind = monitors
+        .as_ref()
+        .is_none_or(|m| m.apply.last_left() < position);
+    if behind {
         *monitors = Some(Arc::new(Monitors::at(position)));
     }
 }
@@ -3375,7 +3397,13 @@ fn save_state(shared: &Shared, state: SavedState) {
 
 /// Marks the saved state "running in history `cluster`" (seqno -1): after a crash the
 /// position is recovered from the storage engine, and the uuid says which history it is in.
-fn save_running_state(shared: &Shared, cluster: Uuid) {
+/// `sole_member`: this node is the whole primary component, so that after a crash it may
+/// found the cluster again (`safe_to_bootstrap: 1`, as Galera writes it). A position
+/// cleared by a lost consistency vote stays cleared.
+fn save_running_state(shared: &Shared, cluster: Uuid, sole_member: bool) {
+    if lock(&shared.inner).votes.inconsistent {
+        return;
+    }
     save_state(
         shared,
         SavedState {
@@ -3383,7 +3411,7 @@ fn save_running_state(shared: &Shared, cluster: Uuid) {
                 cluster,
                 seqno: Seqno::UNDEFINED,
             },
-            safe_to_bootstrap: false,
+            safe_to_bootstrap: sole_member,
         },
     );
 }
