@@ -1872,12 +1872,22 @@ impl GroupNode {
         }
         let contact =
             self.is_leader() || self.tick.saturating_sub(self.leader_contact_tick) <= window;
-        let primary = self.member && contact;
-        if primary || !self.member {
+        let in_contact = self.member && contact;
+        if in_contact || !self.member {
             self.non_primary_since = None;
         } else if self.non_primary_since.is_none() {
             self.non_primary_since = Some(self.tick);
         }
+        // `pc.ignore_sb`: as in Galera, a primary component that lost its peers stays
+        // primary until its view of this node alone forms (`maybe_continue_alone`), so
+        // that writes in flight wait for it rather than fail on a non-primary view.
+        let holding = self.config.ignore_split_brain
+            && self.primary
+            && self.member
+            && self.leaving.is_none()
+            && !self.closed
+            && !self.rejoin_due;
+        let primary = in_contact || holding;
         if primary == self.primary {
             if !primary && self.member {
                 self.refresh_non_primary_view();
@@ -1968,6 +1978,13 @@ impl GroupNode {
         for pending in alone.pending.values_mut() {
             pending.sent = None;
         }
+        // Causal reads asked meanwhile are answered by the new component, asked again at
+        // once (a reader waits for the component, as in Galera, not for its timeout).
+        let due = self.tick.saturating_sub(self.config.election_ticks as u64);
+        alone.causal_asked = std::mem::take(&mut self.causal_asked)
+            .into_keys()
+            .map(|id| (id, due))
+            .collect();
         *self = alone;
     }
 

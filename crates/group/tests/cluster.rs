@@ -393,8 +393,11 @@ fn ignoring_split_brain_goes_on_alone_and_the_other_side_rejoins() {
     cluster.run(20);
     let cluster_uuid = cluster.last_view(0).unwrap().cluster;
     cluster.isolated.insert(1);
+    let cut_off_at = cluster.delivered[0].len();
     // Submitted as the link goes: ordered once the node goes on alone.
     cluster.node(0).submit(b"in flight".to_vec());
+    // A causal read asked as the link goes is answered by the lone component.
+    cluster.node(0).causal_read(77);
     let write_sets = |c: &Cluster| {
         c.ordered(0)
             .values()
@@ -411,6 +414,21 @@ fn ignoring_split_brain_goes_on_alone_and_the_other_side_rejoins() {
     );
     let alone = cluster.last_view(0).unwrap().clone();
     assert!(alone.ordered, "the new component's view takes a seqno");
+    cluster.run_until(
+        |c| {
+            c.delivered[0]
+                .iter()
+                .any(|d| matches!(d, Delivery::Causal { id: 77, .. }))
+        },
+        50,
+    );
+    assert!(
+        cluster.delivered[0][cut_off_at..]
+            .iter()
+            .all(|d| !matches!(d, Delivery::View(v) if !v.primary)),
+        "as in Galera, the component stays primary until its view alone forms: writes in \
+         flight wait instead of failing"
+    );
     assert_eq!(alone.cluster, cluster_uuid, "the same history goes on");
     assert!(
         !cluster.node(1).is_primary(),
