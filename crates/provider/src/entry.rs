@@ -116,6 +116,34 @@ fn server_error<'a>(error: *const wsrep_buf_t) -> Option<&'a [u8]> {
     (!error.is_empty()).then_some(error)
 }
 
+/// Parses the provider options at `init`. A `wsrep_node_address` that does not parse is
+/// refused at `connect`, where it matters, not here: MariaDB loads the provider without
+/// connecting when `SET GLOBAL wsrep_on=ON` turns wsrep on at runtime, and shows nothing
+/// the provider logs until wsrep is on.
+fn parse_options(
+    instance: &crate::Instance,
+    text: &str,
+    context: &InitContext<'_>,
+) -> Result<(ProviderOptions, Vec<options::Warning>), options::OptionsError> {
+    match ProviderOptions::parse_with(text, context) {
+        Err(options::OptionsError::InvalidValue {
+            option,
+            value,
+            expected,
+        }) if option == "wsrep_node_address" => {
+            let reason = format!("invalid value {value:?} for {option}: {expected}");
+            instance.log(WSREP_LOG_ERROR, &reason);
+            *lock(&instance.refused_node_address) = Some(reason);
+            let without_address = InitContext {
+                node_address: None,
+                ..*context
+            };
+            ProviderOptions::parse_with(text, &without_address)
+        }
+        parsed => parsed,
+    }
+}
+
 /// A socket address to bind to: the host as configured (a wildcard stays a wildcard).
 fn bind_address(host: &str, port: u16) -> Option<std::net::SocketAddr> {
     use std::net::ToSocketAddrs;
@@ -173,7 +201,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             data_dir: c_str(args.data_dir).filter(|d| !d.is_empty()),
         };
         let text = c_str(args.options).unwrap_or_default();
-        let (options, warnings) = match ProviderOptions::parse_with(text, &context) {
+        let (options, warnings) = match parse_options(instance, text, &context) {
             Ok(parsed) => parsed,
             Err(error) => {
                 instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
@@ -353,6 +381,13 @@ unsafe extern "C" fn connect(
         let url = c_str(cluster_url).unwrap_or_default();
         let donors = c_str(state_donor).unwrap_or_default();
         let name = c_str(cluster_name).unwrap_or(transport::DEFAULT_CLUSTER_NAME);
+        if let Some(reason) = lock(&instance.refused_node_address).clone() {
+            instance.log(
+                WSREP_LOG_ERROR,
+                &format!("connect to {url:?} refused: {reason}"),
+            );
+            return WSREP_NODE_FAIL;
+        }
         let bootstrap = bootstrap || lock(&instance.options).take_pc_bootstrap();
         match replicator.connect(name, url, donors, bootstrap) {
             Ok(()) => WSREP_OK,

@@ -58,6 +58,8 @@ pub(crate) struct Instance {
     pub(crate) app: Mutex<Option<Arc<app::ServerApp>>>,
     /// Arrays handed out by `stats_get`, until `stats_free`.
     pub(crate) stats: Mutex<HashMap<usize, app::StatsBlock>>,
+    /// Why `wsrep_node_address` was refused at `init`; `connect` fails with it.
+    pub(crate) refused_node_address: Mutex<Option<String>>,
 }
 
 impl Instance {
@@ -68,6 +70,7 @@ impl Instance {
             replicator: Mutex::new(None),
             app: Mutex::new(None),
             stats: Mutex::new(HashMap::new()),
+            refused_node_address: Mutex::new(None),
         }
     }
 

@@ -116,6 +116,30 @@ fn bad_options_are_refused_at_init() {
 }
 
 #[test]
+fn a_node_address_that_does_not_parse_is_refused_at_connect() {
+    // MariaDB loads the provider without connecting when `SET GLOBAL wsrep_on=ON` turns
+    // wsrep on at runtime (and logs nothing of ours until then): the load must succeed,
+    // and the address is refused where it would be used.
+    let mut loaded = load();
+    let table = &mut *loaded.table;
+    let mut args = init_args(c"");
+    args.node_address = c"127.0.0.1:@OPT.port".as_ptr();
+    assert_eq!(unsafe { (table.init.unwrap())(table, &args) }, WSREP_OK);
+    let connect = table.connect.unwrap();
+    let status = unsafe {
+        connect(
+            table,
+            c"c".as_ptr(),
+            c"gcomm://".as_ptr(),
+            c"".as_ptr(),
+            true,
+        )
+    };
+    assert_eq!(status, WSREP_NODE_FAIL, "a port that is no number");
+    unsafe { (table.free.unwrap())(table) };
+}
+
+#[test]
 fn a_second_connect_is_refused_and_runtime_options_are_checked() {
     let mut loaded = load();
     let table = &mut *loaded.table;
