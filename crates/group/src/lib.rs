@@ -14,6 +14,7 @@
 //! - `admission`: the proof that a joiner receives at the address it names.
 //! - `state`: the replicated group state; the one place Raft entries become seqnos.
 //! - `log`: the in-memory Raft log with group-state snapshots.
+//! - `restart`: the identity a member of two saves to come back as itself after a crash.
 //! - `vote`: consistency votes on a write-set that failed to apply on some members.
 //! - `node` (this file): the member itself: forwarding to the leader, batching, delivery,
 //!   views and the primary component, eviction, joining and leaving, flow control.
@@ -24,6 +25,7 @@
 pub mod check;
 pub mod config;
 pub mod log;
+pub mod restart;
 pub mod state;
 pub mod vote;
 pub mod wire;

@@ -15,6 +15,7 @@ use crate::admission::ChallengeKey;
 use crate::check::{self, MemberChange, RaftRefusal};
 use crate::config::GroupConfig;
 use crate::log::OrderLog;
+use crate::restart::{self, SavedMembership};
 use crate::state::{
     Contact, Control, GroupState, LogEntry, MemberInfo, NoDonor, StateRequest, Submission,
 };
@@ -194,6 +195,8 @@ pub struct GroupStatus {
     pub pending_submissions: usize,
     /// Raft log entries held in memory.
     pub log_entries: usize,
+    /// What to save to come back as this member after a crash (in a component of two).
+    pub saved_membership: Option<SavedMembership>,
 }
 
 /// Why a received message was refused. The message is dropped; nothing else changes.
@@ -427,6 +430,9 @@ pub struct GroupNode {
     /// Numbers this node's state requests.
     next_state_request_id: u64,
     stop_wanted: bool,
+    /// Until this tick a member restarted under its saved identity waits to be brought
+    /// back without campaigning (see [`GroupNode::come_back`]).
+    returning_until: Option<u64>,
     /// This node's votes not yet seen in the order (see [`GroupNode::vote`]).
     votes_wanted: BTreeMap<Seqno, VoteCode>,
     pacing: ControlPacing,
@@ -529,6 +535,114 @@ impl GroupNode {
         node
     }
 
+    /// Comes back under a saved identity after this member's process died, a voter of a
+    /// configuration of two (see `crate::restart` for why only then): it answers the
+    /// survivor's election, which brings it back with the group state, and joins as a new
+    /// member if nobody does so in time.
+    pub fn come_back(
+        config: GroupConfig,
+        contact: &Contact,
+        saved: &SavedMembership,
+        seeds: Vec<String>,
+        rng: SeededRng,
+        now: Nanos,
+    ) -> GroupNode {
+        let me = MemberInfo {
+            raft_id: saved.raft_id,
+            uuid: saved.uuid,
+            name: contact.name.clone(),
+            address: contact.address.clone(),
+            incoming: contact.incoming.clone(),
+        };
+        let mut log = OrderLog::default();
+        let mut conf = raft::eraftpb::ConfState::default();
+        conf.voters = vec![saved.raft_id, saved.peer.0];
+        assert_eq!(conf.voters.len(), restart::COME_BACK_VOTERS);
+        log.set_conf_state(conf);
+        let wait = restart::COME_BACK_TICKS_PER_SUSPECT * config.suspect_ticks();
+        let mut node = GroupNode::new(config, me, rng, log, 0, now);
+        node.seeds = seeds;
+        node.known_addresses
+            .insert(saved.peer.0, saved.peer.1.clone());
+        node.returning_until = Some(wait);
+        tracing::info!(
+            raft_id = saved.raft_id,
+            peer = saved.peer.1,
+            "restarted after a crash: waiting to be brought back into the component of two"
+        );
+        node
+    }
+
+    /// What this member would save to come back as itself after a crash: while it is in a
+    /// primary component of two voters.
+    pub fn saved_membership(&self) -> Option<SavedMembership> {
+        let conf = self.raw.store().conf_state();
+        let two = conf.voters.len() == restart::COME_BACK_VOTERS && conf.learners.is_empty();
+        if !self.member || !self.primary || !two || !conf.voters.contains(&self.me.raft_id) {
+            return None;
+        }
+        let peer = *conf.voters.iter().find(|id| **id != self.me.raft_id)?;
+        let address = self.address_of(peer)?;
+        Some(SavedMembership {
+            raft_id: self.me.raft_id,
+            uuid: self.me.uuid,
+            peer: (peer, address),
+        })
+    }
+
+    /// A returning member ticks no election (it must not found an empty group); once
+    /// brought back it is an ordinary member, and if nobody brings it back in time it joins
+    /// as a new one.
+    fn tick_returning(&mut self) -> bool {
+        let Some(until) = self.returning_until else {
+            return false;
+        };
+        if self.member {
+            self.returning_until = None;
+            return false;
+        }
+        if self.tick >= until {
+            tracing::info!("nobody brought this restarted member back: joining as a new member");
+            let contact = self.me.contact();
+            let mut seeds = self.seeds.clone();
+            seeds.extend(self.known_addresses.values().cloned());
+            seeds.sort();
+            seeds.dedup();
+            let mut fresh = GroupNode::join(
+                self.config.clone(),
+                &contact,
+                seeds,
+                self.rng.clone(),
+                self.now,
+            );
+            fresh.tick = self.tick;
+            fresh.deliveries = std::mem::take(&mut self.deliveries);
+            fresh.outbox = std::mem::take(&mut self.outbox);
+            *self = fresh;
+            return false;
+        }
+        true
+    }
+
+    /// Numbers submissions and state requests on from what the group recorded of this
+    /// member: a member brought back after a crash (`come_back`) would otherwise reuse the
+    /// numbers of its earlier process, which the group takes for resends and drops. A no-op
+    /// for any other member, whose counters are ahead of the record.
+    fn continue_numbering(&mut self) {
+        if let Some(window) = self.state.dedup.get(&self.me.uuid) {
+            let last = window
+                .above
+                .last()
+                .copied()
+                .unwrap_or(0)
+                .max(window.contiguous);
+            self.next_submit_id = self.next_submit_id.max(last + 1);
+        }
+        if let Some(last) = self.state.state_requests.get(&self.me.raft_id) {
+            self.next_state_request_id = self.next_state_request_id.max(*last);
+        }
+    }
+
     fn new(
         config: GroupConfig,
         me: MemberInfo,
@@ -585,6 +699,7 @@ impl GroupNode {
             state_request: None,
             next_state_request_id: 0,
             stop_wanted: false,
+            returning_until: None,
             votes_wanted: BTreeMap::new(),
             pacing: ControlPacing::default(),
             flow: FlowCounters::default(),
@@ -628,7 +743,9 @@ impl GroupNode {
         }
         self.advance_clock(now);
         self.tick += 1;
-        self.raw.tick();
+        if !self.tick_returning() {
+            self.raw.tick();
+        }
         self.pin_election_timeout();
     }
 
@@ -720,6 +837,7 @@ impl GroupNode {
         } else {
             payload.chunks(CHUNK_BYTES).map(<[u8]>::to_vec).collect()
         };
+        self.continue_numbering();
         let mut submit_id = self.next_submit_id;
         for (index, chunk) in chunks.drain(..).enumerate() {
             submit_id = self.next_submit_id;
@@ -782,6 +900,7 @@ impl GroupNode {
     /// Asks the group for state transfer (ordered; the chosen donor is told). Call again
     /// to retry, for example when no donor was available.
     pub fn request_state(&mut self, mut request: StateRequest) {
+        self.continue_numbering();
         request.joiner = self.me.raft_id;
         self.next_state_request_id += 1;
         request.request_id = self.next_state_request_id;
@@ -985,6 +1104,7 @@ impl GroupNode {
             pending_submissions: self.pending.len(),
             stop_requested: self.stop_wanted,
             log_entries: self.raw.store().len(),
+            saved_membership: self.saved_membership(),
         }
     }
 
@@ -2004,7 +2124,7 @@ impl GroupNode {
     fn request_join(&mut self) {
         // An evicted member starts over with a new identity at the end of this poll: a join
         // in the old one's name would bring a member back that nobody will answer for.
-        if self.member || self.closed || self.rejoin_due {
+        if self.member || self.closed || self.rejoin_due || self.returning_until.is_some() {
             return;
         }
         if !is_due(self.last_join_tick, self.tick, self.config.join_retry_ticks) {

@@ -37,6 +37,7 @@ use writeset::{flags, Bytes, Key, WriteSet, WriteSetView};
 mod addresses;
 mod cache;
 mod ist;
+mod membership_file;
 mod pause;
 mod saved_state;
 mod stats;
@@ -903,9 +904,7 @@ impl Replicator {
             .state_dir
             .as_ref()
             .and_then(|dir| SavedState::load(dir).ok().flatten());
-        if lock(&self.shared.inner).votes.inconsistent
-            || saved.is_some_and(|s| s.position.cluster == Uuid::NIL)
-        {
+        if self.start_position_cleared() {
             let message = "this node's saved state was cleared after an inconsistency: it \
                            takes no position of its own and joins by a full state transfer";
             self.shared.app.log(LogLevel::Info, message);
@@ -915,6 +914,19 @@ impl Replicator {
             .history
             .filter(known)
             .or_else(|| saved.map(|s| s.position).filter(known))
+    }
+
+    /// True when this node's position was cleared by a lost consistency vote (in this
+    /// process, or saved with no history UUID before it).
+    fn start_position_cleared(&self) -> bool {
+        let saved = self
+            .shared
+            .settings
+            .state_dir
+            .as_ref()
+            .and_then(|dir| SavedState::load(dir).ok().flatten());
+        lock(&self.shared.inner).votes.inconsistent
+            || saved.is_some_and(|s| s.position.cluster == Uuid::NIL)
     }
 
     /// Opens the write-set cache for the server's own history (it is started over if the
@@ -960,7 +972,7 @@ impl Replicator {
     /// it continues the server's history when the server has one.
     fn founding_role(&self, bootstrap: bool, peers: Vec<String>) -> Result<Role, ReplicatorError> {
         if !bootstrap {
-            return Ok(Role::Join { seeds: peers });
+            return Ok(self.joining_role(peers));
         }
         let settings = &self.shared.settings;
         let saved = match &settings.state_dir {
@@ -995,6 +1007,28 @@ impl Replicator {
 
     fn save_state(&self, state: SavedState) {
         save_state(&self.shared, state);
+    }
+
+    /// Joins through `peers`, or, after a crash in a component of two, comes back as the
+    /// member it was (see `group::restart`). Not after a lost consistency vote, whose node
+    /// must come back by a full snapshot as a new member.
+    fn joining_role(&self, peers: Vec<String>) -> Role {
+        let cleared = self.start_position_cleared();
+        match membership_file_of(&self.shared).filter(|_| !cleared) {
+            Some(saved) => {
+                let message = format!(
+                    "coming back as the member this node was before it stopped (raft id {}), \
+                     in the component of two it shared with {}",
+                    saved.raft_id, saved.peer.1
+                );
+                self.shared.app.log(LogLevel::Info, &message);
+                Role::ComeBack {
+                    saved,
+                    seeds: peers,
+                }
+            }
+            None => Role::Join { seeds: peers },
+        }
     }
 
     /// Saves the position this node leaves with. It is safe to bootstrap from if it was
@@ -1069,6 +1103,8 @@ impl Replicator {
         };
         self.leave_group(DISCONNECT_LEAVE_WAIT);
         self.stop_group_threads();
+        // Left cleanly: the next start joins as a new member.
+        forget_membership(&self.shared);
         let mut inner = lock(&self.shared.inner);
         if inner.connected {
             let final_view = ViewInfo {
@@ -2455,6 +2491,8 @@ struct Dispatcher {
     in_server_upto: Seqno,
     /// Whether `grastate.dat` says this node is the only member of the primary component.
     saved_sole_member: bool,
+    /// The member identity last saved to come back after a crash (`membership_file`).
+    saved_membership: Option<group::restart::SavedMembership>,
 }
 
 /// The dispatcher: takes deliveries in order, certifies, routes.
@@ -2475,6 +2513,7 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
         membership: 0,
         in_server_upto: Seqno::UNDEFINED,
         saved_sole_member: false,
+        saved_membership: membership_file_of(shared),
     };
     let mut left_the_group = false;
     loop {
@@ -2492,6 +2531,7 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
             .as_ref()
             .map_or(Seqno::UNDEFINED, |m| m.apply.last_left());
         dispatcher.answer_vote_requests(committed);
+        dispatcher.save_membership();
         shared.changed.notify_all();
     }
     for sender in dispatcher.senders.drain(..) {
@@ -2773,6 +2813,35 @@ impl Dispatcher {
         }
         if view.ordered {
             self.skip_in_order(view.seqno);
+        }
+    }
+
+    /// Keeps the identity this node comes back under after a crash (`membership_file`) in
+    /// step with the primary component: saved while it is one of two, removed when the
+    /// component has another size. Out of the primary component it stays as it was: that is
+    /// when it is needed.
+    fn save_membership(&mut self) {
+        let Some(dir) = self.shared.settings.state_dir.clone() else {
+            return;
+        };
+        let Some(runner) = lock(&self.shared.inner).runner.clone() else {
+            return;
+        };
+        let status = runner.status();
+        if !status.primary || status.saved_membership == self.saved_membership {
+            return;
+        }
+        let saved = match &status.saved_membership {
+            Some(membership) => membership_file::store(&dir, membership),
+            None => membership_file::forget(&dir),
+        };
+        match saved {
+            Ok(()) => self.saved_membership = status.saved_membership,
+            Err(error) => {
+                let message = format!("cannot keep {}: {error}", membership_file::FILE_NAME);
+                self.shared.app.log(LogLevel::Warning, &message);
+                self.saved_membership = status.saved_membership;
+            }
         }
     }
 
@@ -3362,6 +3431,22 @@ impl Dispatcher {
             inner.state = NodeState::Synced;
             set_group_state(&inner, NodeState::Synced);
             inner.queue.push_back(RecvEvent::Synced);
+        }
+    }
+}
+
+/// The identity saved in the node's state directory, if any.
+fn membership_file_of(shared: &Shared) -> Option<group::restart::SavedMembership> {
+    membership_file::load(shared.settings.state_dir.as_ref()?)
+}
+
+/// Forgets the identity saved to come back after a crash: the node left (cleanly, or
+/// because its data differs) and must not come back as the member it was.
+fn forget_membership(shared: &Shared) {
+    if let Some(dir) = &shared.settings.state_dir {
+        if let Err(error) = membership_file::forget(dir) {
+            let message = format!("cannot remove {}: {error}", membership_file::FILE_NAME);
+            shared.app.log(LogLevel::Warning, &message);
         }
     }
 }

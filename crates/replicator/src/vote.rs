@@ -235,6 +235,7 @@ pub(crate) fn declare_inconsistent(shared: &Shared, message: &str) {
             safe_to_bootstrap: false,
         },
     );
+    crate::forget_membership(shared);
     if let Some(runner) = runner {
         let _ = runner.leave();
     }

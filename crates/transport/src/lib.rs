@@ -58,6 +58,14 @@ pub enum Role {
         /// Addresses of members to ask for admission.
         seeds: Vec<String>,
     },
+    /// Come back under the identity saved before a crash, in a component of two (see
+    /// `group::restart`); join through `seeds` as a new member if nobody brings it back.
+    ComeBack {
+        /// The saved identity.
+        saved: group::restart::SavedMembership,
+        /// Addresses of members to ask for admission, should it come to that.
+        seeds: Vec<String>,
+    },
 }
 
 /// Settings of the transport itself (queue bounds, timeouts).
@@ -355,6 +363,9 @@ impl GroupRunner {
                 GroupNode::bootstrap_from(config, &contact, Some(history), rng, epoch)
             }
             Role::Join { seeds } => GroupNode::join(config, &contact, seeds, rng, epoch),
+            Role::ComeBack { saved, seeds } => {
+                GroupNode::come_back(config, &contact, &saved, seeds, rng, epoch)
+            }
         };
         let shared = Arc::new(Shared {
             stopping: AtomicBool::new(false),
