@@ -149,6 +149,11 @@ pub enum Delivery {
         /// Every vote counted: member name and verdict.
         votes: Vec<(String, VoteCode)>,
     },
+    /// This node's donor could not send its snapshot: it will never arrive.
+    TransferFailed {
+        /// The donor's name.
+        donor: String,
+    },
     /// The node left the group (graceful leave finished).
     Closed,
 }
@@ -805,7 +810,8 @@ impl GroupNode {
             | Control::State(id, _)
             | Control::Committed(id, _)
             | Control::Cached(id, _)
-            | Control::Vote(id, ..) => id == from,
+            | Control::Vote(id, ..)
+            | Control::TransferFailed(id, _) => id == from,
             Control::StateRequest(ref request) => request.joiner == from,
         };
         if !concerns_sender {
@@ -1019,6 +1025,17 @@ impl GroupNode {
             .map(|m| &m.info)
             .or_else(departed)
             .map_or_else(|| raft_id.to_string(), |info| info.name.clone())
+    }
+
+    /// Tells `joiner` (Raft id) that this donor could not send the snapshot it was chosen
+    /// for. Ordered, so it reaches the joiner wherever the leader is.
+    pub fn transfer_failed(&mut self, joiner: u64) {
+        let control = Control::TransferFailed(self.me.raft_id, joiner);
+        if self.is_leader() {
+            self.propose_entry(&LogEntry::Control(control));
+        } else {
+            self.send_to_leader(&WireMessage::Control(control));
+        }
     }
 
     /// Starts a graceful leave: the group shrinks its quorum by this member.
@@ -1669,6 +1686,13 @@ impl GroupNode {
             }
             LogEntry::Control(Control::Vote(member, seqno, code)) => {
                 self.apply_vote(member, seqno, code);
+            }
+            LogEntry::Control(Control::TransferFailed(donor, joiner)) => {
+                if joiner == self.me.raft_id && self.member {
+                    let donor = self.member_name(donor);
+                    self.deliveries
+                        .push_back(Delivery::TransferFailed { donor });
+                }
             }
             LogEntry::Control(control) => {
                 let paused_before = self.state.paused_by.clone();

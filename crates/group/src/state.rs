@@ -154,6 +154,9 @@ pub enum Control {
     /// The member's verdict on a seqno in a consistency vote (`crate::vote`): success, or
     /// the digest of the error it failed with.
     Vote(u64, Seqno, VoteCode),
+    /// The member (a donor) could not send the snapshot it was chosen for to this joiner
+    /// (Raft id): the joiner will never receive it.
+    TransferFailed(u64, u64),
 }
 
 /// A joiner's request for state, as the group orders it.
@@ -690,7 +693,7 @@ impl GroupState {
                 }
             }
             // Ordered by the node itself: they lead to deliveries.
-            Control::StateRequest(_) | Control::Vote(..) => {}
+            Control::StateRequest(_) | Control::Vote(..) | Control::TransferFailed(..) => {}
             Control::Cached(raft_id, seqno) => {
                 // The same bounds as [`GroupState::check`]: a value a snapshot could not
                 // carry would keep every later joiner out.

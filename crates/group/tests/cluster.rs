@@ -473,3 +473,19 @@ fn without_ignoring_split_brain_a_lone_half_waits() {
     cluster.run(400);
     assert!(!cluster.node(0).is_primary() && !cluster.node(1).is_primary());
 }
+
+#[test]
+fn a_donor_that_cannot_send_tells_its_joiner_through_the_order() {
+    let mut cluster = Cluster::new(3);
+    let joiner = cluster.node(2).me().raft_id;
+    cluster.node(1).transfer_failed(joiner);
+    cluster.run(20);
+    let told = |index: usize| {
+        cluster.delivered[index]
+            .iter()
+            .filter(|d| matches!(d, Delivery::TransferFailed { donor } if donor == "node1"))
+            .count()
+    };
+    assert_eq!(told(2), 1, "the joiner is told, once");
+    assert_eq!(told(0) + told(1), 0, "nobody else is");
+}

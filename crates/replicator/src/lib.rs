@@ -575,6 +575,8 @@ struct Inner {
     reachable: Option<Reachable>,
     /// The consistency votes this node takes part in.
     votes: vote::VoteBook,
+    /// The joiner (Raft id) this node is sending a snapshot to, to tell if it fails.
+    donating_to: Option<u64>,
 }
 
 impl Inner {
@@ -701,6 +703,7 @@ impl Replicator {
             start_position: None,
             reachable: None,
             votes: vote::VoteBook::default(),
+            donating_to: None,
         };
         Replicator {
             shared: Arc::new(Shared {
@@ -1068,16 +1071,7 @@ impl Replicator {
     /// Asks the group to remove this member and waits, up to `wait`, until it is out of
     /// the primary component.
     fn leave_group(&self, wait: Duration) {
-        let Some(runner) = lock(&self.shared.inner).runner.clone() else {
-            return;
-        };
-        if runner.leave().is_err() {
-            return;
-        }
-        let deadline = Instant::now() + wait;
-        while Instant::now() < deadline && runner.status().primary {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        leave_group(&self.shared, wait);
     }
 
     /// Stops the group member and the dispatcher of the last connection, if they run.
@@ -1276,26 +1270,44 @@ impl Replicator {
             inner.state = NodeState::Donor;
             set_group_state(&inner, NodeState::Donor);
         }
-        match bypass {
+        let (state, started) = match bypass {
             Some(joiner_position) => {
-                self.shared
-                    .app
-                    .sst_donate(ctx, &request.sst_request, joiner_position, true)
+                let started =
+                    self.shared
+                        .app
+                        .sst_donate(ctx, &request.sst_request, joiner_position, true);
+                (joiner_position, started)
             }
             None => {
                 let state = self.last_committed();
-                self.shared
+                let started = self
+                    .shared
                     .app
-                    .sst_donate(ctx, &request.sst_request, state, false)
+                    .sst_donate(ctx, &request.sst_request, state, false);
+                (state, started)
             }
+        };
+        if !started {
+            // The server refused to start the transfer (a request it finds unsafe, say; it
+            // logged why): this node is a donor no more, and the joiner, which would wait for
+            // a snapshot that never comes, is told.
+            self.sst_sent(state, -ECANCELED);
         }
+        true
     }
 
     /// The donor's server finished (or failed) sending its snapshot.
     pub fn sst_sent(&self, state: Gtid, rcode: i32) {
+        let joiner = lock(&self.shared.inner).donating_to.take();
         if rcode != 0 {
-            let message = format!("state transfer at {state} failed on the donor: {rcode}");
+            // Galera's words, which DBAs and the test suites look for.
+            let message = format!("State transfer to the joiner failed: {rcode} (at {state})");
             self.shared.app.log(LogLevel::Warning, &message);
+            // The joiner would wait for a snapshot that never comes: it is told, and stops.
+            let runner = lock(&self.shared.inner).runner.clone();
+            if let (Some(joiner), Some(runner)) = (joiner, runner) {
+                let _ = runner.transfer_failed(joiner);
+            }
         }
         let mut inner = lock(&self.shared.inner);
         if inner.state == NodeState::Donor && inner.desync_count == 0 {
@@ -2558,6 +2570,11 @@ impl Dispatcher {
         if matches!(delivery, Delivery::Abandoned { .. }) {
             self.withdraw_waiting();
         }
+        if let Delivery::TransferFailed { donor } = &delivery {
+            // Whatever else waits: the snapshot this node waits for will not come.
+            self.on_transfer_failed(donor);
+            return;
+        }
         if self.certifier.is_none() && !matches!(delivery, Delivery::View(_)) {
             if lock(&self.shared.inner).joining.is_some() {
                 // Whom our own request went to, or that it must be asked again, cannot wait
@@ -2620,6 +2637,7 @@ impl Dispatcher {
                 votes,
             } => self.on_vote_decided(seqno, winner, mine, &votes),
             Delivery::Closed => vote::close_after_inconsistency(&self.shared),
+            Delivery::TransferFailed { .. } => unreachable!("handled above"),
             Delivery::Abandoned { .. } | Delivery::StateGap { .. } => {}
         }
     }
@@ -2814,6 +2832,25 @@ impl Dispatcher {
         if view.ordered {
             self.skip_in_order(view.seqno);
         }
+    }
+
+    /// This joiner's donor could not send its snapshot: it will never arrive, and the
+    /// server's receiving side cannot be restarted in place. Stops, as Galera's joiner does,
+    /// after leaving the group (a joiner that died must not keep its vote).
+    fn on_transfer_failed(&mut self, donor: &str) {
+        let waiting = lock(&self.shared.inner)
+            .joining
+            .as_ref()
+            .is_some_and(|joining| joining.received.is_none());
+        if !waiting {
+            return;
+        }
+        let message = format!(
+            "State transfer from {donor} failed on the donor. Will never receive state. Need \
+             to abort."
+        );
+        leave_group(&self.shared, FATAL_LEAVE_WAIT);
+        self.shared.app.fatal(&message);
     }
 
     /// Keeps the identity this node comes back under after a crash (`membership_file`) in
@@ -3191,7 +3228,9 @@ impl Dispatcher {
                 cluster,
                 seqno: request.ist_from,
             });
-            lock(&self.shared.inner).queue.push_back(RecvEvent::Donate {
+            let mut inner = lock(&self.shared.inner);
+            inner.donating_to = Some(request.joiner);
+            inner.queue.push_back(RecvEvent::Donate {
                 request: request.clone(),
                 wait_for: position,
                 bypass,
@@ -3432,6 +3471,24 @@ impl Dispatcher {
             set_group_state(&inner, NodeState::Synced);
             inner.queue.push_back(RecvEvent::Synced);
         }
+    }
+}
+
+/// `ECANCELED`: the code a transfer the donor's server refused to start fails with.
+const ECANCELED: i32 = 125;
+
+/// Leaves the group and waits (at most `wait`) until this node is out of the primary
+/// component.
+fn leave_group(shared: &Shared, wait: Duration) {
+    let Some(runner) = lock(&shared.inner).runner.clone() else {
+        return;
+    };
+    if runner.leave().is_err() {
+        return;
+    }
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline && runner.status().primary {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

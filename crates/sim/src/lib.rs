@@ -909,6 +909,10 @@ impl Simulation {
                     local_submit,
                 });
             }
+            Delivery::TransferFailed { donor } => {
+                // The simulator's transfers do not fail on the donor.
+                return Err(format!("node {slot}: a failed transfer from {donor}"));
+            }
             Delivery::VoteRequested { seqno, .. } | Delivery::VoteDecided { seqno, .. } => {
                 // The toy database applies every certified write-set, so no member ever
                 // votes: a vote here is a bug in the group layer.

@@ -34,6 +34,8 @@ pub(crate) enum Event {
     Cached(Seqno),
     /// A node state change to announce.
     LocalState(NodeState),
+    /// This donor could not send the joiner (Raft id) its snapshot.
+    TransferFailed(u64),
     /// This node's verdict in a consistency vote.
     Vote(Seqno, group::vote::VoteCode),
     /// A request for state transfer to order.
@@ -250,6 +252,7 @@ impl EventLoop {
             Event::Cached(seqno) => self.node.report_cached(seqno),
             Event::LocalState(state) => self.node.set_local_state(state),
             Event::Vote(seqno, code) => self.node.vote(seqno, code),
+            Event::TransferFailed(joiner) => self.node.transfer_failed(joiner),
             Event::StateRequest(request) => self.node.request_state(request),
             Event::CausalRead(id) => self.node.causal_read(id),
             Event::Reconfigure(config) => self.node.reconfigure(&config),

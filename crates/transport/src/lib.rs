@@ -257,6 +257,11 @@ impl RunnerHandle {
         self.send(Event::LocalState(state))
     }
 
+    /// Tells a joiner its snapshot will never come; see `GroupNode::transfer_failed`.
+    pub fn transfer_failed(&self, joiner: u64) -> Result<(), Stopped> {
+        self.send(Event::TransferFailed(joiner))
+    }
+
     /// Casts this node's verdict in a consistency vote; see `GroupNode::vote`.
     pub fn vote(&self, seqno: Seqno, code: group::vote::VoteCode) -> Result<(), Stopped> {
         self.send(Event::Vote(seqno, code))
