@@ -1159,9 +1159,11 @@ impl Replicator {
     fn request_state(&self) -> bool {
         let shared = &self.shared;
         let Some(sst_request) = shared.app.sst_request() else {
+            // Galera's first words, which DBAs and the test suites look for.
             self.fatal(
-                "the server could not prepare a state transfer (see its error above): this \
-                 node cannot join without one; fix the cause and restart it",
+                "Will never receive state. Need to abort. The server could not prepare a \
+                 state transfer (see its error above): this node cannot join without one; fix \
+                 the cause and restart it",
             );
             return false;
         };
@@ -2846,8 +2848,8 @@ impl Dispatcher {
             return;
         }
         let message = format!(
-            "State transfer from {donor} failed on the donor. Will never receive state. Need \
-             to abort."
+            "Will never receive state. Need to abort. The state transfer from {donor} \
+             failed on the donor (see its error log)."
         );
         leave_group(&self.shared, FATAL_LEAVE_WAIT);
         self.shared.app.fatal(&message);
