@@ -776,7 +776,13 @@ impl Replicator {
             }
         };
         let start_position = self.start_position();
-        lock(&self.shared.inner).start_position = start_position;
+        {
+            let mut inner = lock(&self.shared.inner);
+            inner.start_position = start_position;
+            // A lost vote of an earlier connection made the position above empty; this
+            // connection starts with no votes (its state comes by a full snapshot).
+            inner.votes = vote::VoteBook::default();
+        }
         self.open_cache(start_position);
         // Every node listens for state transfer streams: a founder, too, may fall out of
         // the primary component and come back through IST.
@@ -2571,6 +2577,10 @@ impl Dispatcher {
     fn handle(&mut self, delivery: Delivery) {
         if matches!(delivery, Delivery::Abandoned { .. }) {
             self.withdraw_waiting();
+        }
+        if lock(&self.shared.inner).votes.inconsistent && !matches!(delivery, Delivery::Closed) {
+            // Leaving after a lost vote: nothing more reaches the server but the end.
+            return;
         }
         if let Delivery::TransferFailed { donor } = &delivery {
             // Whatever else waits: the snapshot this node waits for will not come.

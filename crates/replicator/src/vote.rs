@@ -222,6 +222,9 @@ pub(crate) fn declare_inconsistent(shared: &Shared, message: &str) {
             return;
         }
         inner.votes.inconsistent = true;
+        // Nothing more is applied here: the data is not the cluster's any more, and what
+        // follows would fail again (Galera closes at once, dropping its queue).
+        inner.queue.retain(|event| event.ordered_seqno().is_none());
         inner.runner.clone()
     };
     shared.app.log(LogLevel::Error, message);
