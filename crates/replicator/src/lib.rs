@@ -580,6 +580,30 @@ struct Inner {
 }
 
 impl Inner {
+    /// Hands the server the final view of a disconnected node (no members) and marks the
+    /// connection closed: the appliers return once they have passed it on.
+    fn close_with_final_view(&mut self) {
+        let final_view = ViewInfo {
+            state_id: Gtid {
+                cluster: self.cluster,
+                seqno: self.last_ordered,
+            },
+            view_id: -1,
+            primary: false,
+            members: Vec::new(),
+            my_index: -1,
+            proto_ver: PROTOCOL_VERSION,
+        };
+        self.queue.push_back(RecvEvent::View {
+            view: final_view,
+            ordered: false,
+        });
+        self.closing = true;
+        self.connected = false;
+        self.primary = false;
+        self.state = NodeState::Closed;
+    }
+
     /// What this node reports as committed for the commit cut, below which every member
     /// purges its certification index: no more than `committed`, and no more than the
     /// `last_seen` of any local write-set still waiting for its order. A large write-set
@@ -1107,25 +1131,7 @@ impl Replicator {
         forget_membership(&self.shared);
         let mut inner = lock(&self.shared.inner);
         if inner.connected {
-            let final_view = ViewInfo {
-                state_id: Gtid {
-                    cluster: inner.cluster,
-                    seqno: inner.last_ordered,
-                },
-                view_id: -1,
-                primary: false,
-                members: Vec::new(),
-                my_index: -1,
-                proto_ver: PROTOCOL_VERSION,
-            };
-            inner.queue.push_back(RecvEvent::View {
-                view: final_view,
-                ordered: false,
-            });
-            inner.closing = true;
-            inner.connected = false;
-            inner.primary = false;
-            inner.state = NodeState::Closed;
+            inner.close_with_final_view();
             inner.runner = None;
             drop(inner);
             self.save_final_state(last_member);

@@ -11,10 +11,7 @@ use base::{Gtid, NodeState, Seqno, Uuid};
 use group::vote::{error_code, VoteCode, SUCCESS};
 
 use crate::saved_state::SavedState;
-use crate::{
-    lock, save_state, Dispatcher, Inner, LogLevel, RecvEvent, Replicator, ReplicatorError, Shared,
-    ViewInfo, PROTOCOL_VERSION,
-};
+use crate::{lock, save_state, Dispatcher, Inner, LogLevel, Replicator, ReplicatorError, Shared};
 
 /// How often a thread waiting for a decision says so in the log.
 const WAITING_NOTE_EVERY: Duration = Duration::from_secs(10);
@@ -252,25 +249,7 @@ pub(crate) fn close_after_inconsistency(shared: &Shared) {
     if !inner.votes.inconsistent || !inner.connected {
         return;
     }
-    let final_view = ViewInfo {
-        state_id: Gtid {
-            cluster: inner.cluster,
-            seqno: inner.last_ordered,
-        },
-        view_id: -1,
-        primary: false,
-        members: Vec::new(),
-        my_index: -1,
-        proto_ver: PROTOCOL_VERSION,
-    };
-    inner.queue.push_back(RecvEvent::View {
-        view: final_view,
-        ordered: false,
-    });
-    inner.closing = true;
-    inner.connected = false;
-    inner.primary = false;
-    inner.state = NodeState::Closed;
+    inner.close_with_final_view();
     drop(inner);
     shared.changed.notify_all();
 }
