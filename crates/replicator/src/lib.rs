@@ -933,11 +933,8 @@ impl Replicator {
     fn start_position(&self) -> Option<Gtid> {
         let settings = &self.shared.settings;
         let known = |gtid: &Gtid| gtid.cluster != Uuid::NIL && gtid.seqno.is_defined();
-        let saved = settings
-            .state_dir
-            .as_ref()
-            .and_then(|dir| SavedState::load(dir).ok().flatten());
-        if self.start_position_cleared() {
+        let saved = self.saved_state();
+        if self.position_cleared(saved.as_ref()) {
             let message = "this node's saved state was cleared after an inconsistency: it \
                            takes no position of its own and joins by a full state transfer";
             self.shared.app.log(LogLevel::Info, message);
@@ -949,15 +946,15 @@ impl Replicator {
             .or_else(|| saved.map(|s| s.position).filter(known))
     }
 
+    /// The saved state (`grastate.dat`), if the node keeps a readable one.
+    fn saved_state(&self) -> Option<SavedState> {
+        let dir = self.shared.settings.state_dir.as_ref()?;
+        SavedState::load(dir).ok().flatten()
+    }
+
     /// True when this node's position was cleared by a lost consistency vote (in this
-    /// process, or saved with no history UUID before it).
-    fn start_position_cleared(&self) -> bool {
-        let saved = self
-            .shared
-            .settings
-            .state_dir
-            .as_ref()
-            .and_then(|dir| SavedState::load(dir).ok().flatten());
+    /// process, or `saved` with no history UUID before it).
+    fn position_cleared(&self, saved: Option<&SavedState>) -> bool {
         lock(&self.shared.inner).votes.inconsistent
             || saved.is_some_and(|s| s.position.cluster == Uuid::NIL)
     }
@@ -1046,7 +1043,7 @@ impl Replicator {
     /// member it was (see `group::restart`). Not after a lost consistency vote, whose node
     /// must come back by a full snapshot as a new member.
     fn joining_role(&self, peers: Vec<String>) -> Role {
-        let cleared = self.start_position_cleared();
+        let cleared = self.position_cleared(self.saved_state().as_ref());
         match membership_file_of(&self.shared).filter(|_| !cleared) {
             Some(saved) => {
                 let message = format!(
