@@ -823,7 +823,9 @@ impl GroupNode {
         Ok(())
     }
 
-    /// Queues a write-set for ordering; returns its submission number.
+    /// Queues a write-set for ordering; returns its submission number. A member outside the
+    /// primary component gives it up at once ([`Delivery::Abandoned`] follows), as it gives
+    /// up what was pending when it left the component.
     pub fn submit(&mut self, payload: Vec<u8>) -> u64 {
         self.submit_with(payload, false)
     }
@@ -858,6 +860,9 @@ impl GroupNode {
                     chunk: (index as u32, count),
                 },
             );
+        }
+        if self.member && !self.primary {
+            self.abandon_pending();
         }
         // The write-set is known by its last chunk's id, the one its delivery carries.
         submit_id
@@ -2039,6 +2044,14 @@ impl GroupNode {
             return;
         }
         self.primary = primary;
+        if !primary {
+            // Out of the primary component nothing sent from here is ordered until the
+            // node is back, maybe only as a new member: what has not been ordered is given
+            // up now, as Galera fails it at a non-primary view, rather than resent when the
+            // links return (its transaction has failed by then). A submission the leader
+            // already took is still ordered, and arrives like any other.
+            self.abandon_pending();
+        }
         let view = self.view(primary, false, self.last_delivered);
         self.deliver_view(view);
     }

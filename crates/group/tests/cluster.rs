@@ -64,6 +64,50 @@ fn a_minority_is_not_primary_and_the_majority_goes_on() {
 }
 
 #[test]
+fn a_member_cut_off_gives_up_what_it_has_not_had_ordered() {
+    let mut cluster = Cluster::new(3);
+    cluster.run(40);
+    let follower = (0..3)
+        .find(|&i| !cluster.node(i).is_leader())
+        .expect("a follower");
+    cluster.isolated.insert(follower);
+    let before = cluster.node(follower).submit(b"sent into the cut".to_vec());
+    cluster.run_until(
+        |c| c.last_view(follower).is_some_and(|view| !view.primary),
+        200,
+    );
+    let after = cluster
+        .node(follower)
+        .submit(b"sent while non-primary".to_vec());
+    cluster.run(2);
+    let abandoned: Vec<u64> = cluster.delivered[follower]
+        .iter()
+        .filter_map(|d| match d {
+            Delivery::Abandoned { submit_ids } => Some(submit_ids.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(abandoned, vec![before, after], "both given up, each once");
+    // Back before its eviction: nothing it gave up is resent and ordered.
+    cluster.isolated.clear();
+    cluster.run(60);
+    assert!(cluster.node(follower).is_primary());
+    let given_up: [&[u8]; 2] = [b"sent into the cut", b"sent while non-primary"];
+    for index in 0..3 {
+        for delivery in &cluster.delivered[index] {
+            if let Delivery::WriteSet { payload, .. } = delivery {
+                assert!(
+                    !given_up.contains(&&payload[..]),
+                    "node {index} ordered an abandoned submission"
+                );
+            }
+        }
+    }
+    assert_same_history(&cluster, &[0, 1, 2]);
+}
+
+#[test]
 fn a_leader_that_steps_down_briefly_stays_primary() {
     let mut cluster = Cluster::new(3);
     cluster.run(40);

@@ -24,7 +24,9 @@ use base::{Seqno, Uuid};
 /// The stream's magic bytes.
 const MAGIC: [u8; 4] = *b"TRIS";
 /// The stream format this build writes and reads.
-pub(crate) const VERSION: u8 = 1;
+/// Version 2 added view records ([`ActionKind::View`]); a version-1 joiner refuses the
+/// stream whole rather than a record in its middle.
+pub(crate) const VERSION: u8 = 2;
 /// Marks the end frame where a record's length would be.
 const END_MARK: u32 = u32::MAX;
 /// Largest certification index accepted from a donor.
@@ -44,8 +46,11 @@ pub(crate) const READ_AHEAD: usize = 64 << 10;
 pub(crate) enum ActionKind {
     /// A write-set: its payload is the encoded write-set.
     WriteSet = 1,
-    /// A seqno that carries nothing to apply (a view, an undecodable write-set).
+    /// A seqno that carries nothing to apply (a non-primary view, an undecodable write-set).
     Skip = 2,
+    /// A primary view: its payload is a [`crate::view_record`] body, which a joiner hands to
+    /// its server at this seqno.
+    View = 3,
 }
 
 impl ActionKind {
@@ -53,6 +58,7 @@ impl ActionKind {
         match value {
             1 => Some(ActionKind::WriteSet),
             2 => Some(ActionKind::Skip),
+            3 => Some(ActionKind::View),
             _ => None,
         }
     }
@@ -167,6 +173,14 @@ pub enum IstError {
         seqno: Seqno,
         /// What is wrong with it.
         what: &'static str,
+    },
+    /// A view record that does not decode.
+    #[error("IST record {seqno}: {error}")]
+    BadView {
+        /// The record's seqno.
+        seqno: Seqno,
+        /// What is wrong with it.
+        error: crate::view_record::ViewRecordError,
     },
     /// The end frame does not match what was received.
     #[error("IST stream ended after {received} records, the donor says {sent}")]

@@ -42,6 +42,7 @@ mod pause;
 mod saved_state;
 mod stats;
 mod transfer;
+mod view_record;
 mod vote;
 
 pub use addresses::{AddressError, NodeAddresses, Reachable};
@@ -414,6 +415,10 @@ struct Joining {
     /// For a node readmitted after an eviction: the primary view to give the server once
     /// it caught up.
     rejoin_view: Option<ViewInfo>,
+    /// IST handed the server a primary view this node is a member of (the one that admitted
+    /// it): `rejoin_view` would repeat it, and two consecutive primary views with the same
+    /// members make the server roll back every streaming transaction.
+    member_view_queued: bool,
     /// No member can serve the gap any more: stop asking (see `try_finish_join`).
     gave_up: bool,
     /// The donor the group chose for the last request (its UUID in views).
@@ -465,6 +470,7 @@ impl Joining {
             donorless: 0,
             request_again: false,
             rejoin_view: None,
+            member_view_queued: false,
             gave_up: false,
             donor: None,
         }
@@ -2735,6 +2741,12 @@ impl Dispatcher {
             // Out of the primary component the node is desynced in any case; a `wsrep_desync`
             // from before does not carry over to its return (Galera clears it the same way).
             inner.desync_count = 0;
+            // Nothing orders what waits here until the node is back, maybe not before a
+            // readmission: the transactions fail now, as Galera's do at a non-primary view,
+            // instead of hanging their clients.
+            drop(inner);
+            self.withdraw_waiting();
+            inner = lock(&self.shared.inner);
         }
         if view.ordered {
             inner.last_ordered = view.seqno;
@@ -2779,8 +2791,7 @@ impl Dispatcher {
                 drop(inner);
                 save_running_state(&self.shared, view.cluster, true);
                 self.saved_sole_member = true;
-                let seqno = view.seqno;
-                self.cache_action(seqno, ist::ActionKind::Skip, seqno.0 - 1, &[]);
+                self.cache_view(&view);
             } else {
                 // Everything up to the join view comes by state transfer; what is ordered
                 // from here on is held until the transfer is in place.
@@ -2815,7 +2826,7 @@ impl Dispatcher {
             // Delivered after a snapshot that already holds it: the server has moved past
             // this seqno, which only passes certification and the cache.
             drop(inner);
-            self.skip_in_order(view.seqno);
+            self.view_in_order(&view);
             return;
         }
         let ordered = view.ordered && view.primary;
@@ -2845,7 +2856,7 @@ impl Dispatcher {
             self.note_sole_member(view.cluster, view.members.len() == 1);
         }
         if view.ordered {
-            self.skip_in_order(view.seqno);
+            self.view_in_order(&view);
         }
     }
 
@@ -3160,10 +3171,11 @@ impl Dispatcher {
             self.shared.changed.notify_all();
             let message = format!(
                 "{withdrawn} local transaction(s) waiting for their order are rolled back: \
-                 this node left the primary component (their write-sets, if the others \
-                 ordered them, come back by IST)"
+                 this node left the primary component (a write-set the others ordered all \
+                 the same reaches this node later, by IST or in order, and is applied here)"
             );
-            self.shared.app.log(LogLevel::Warning, &message);
+            // A note: the server reports each failed transaction itself, as with Galera.
+            self.shared.app.log(LogLevel::Info, &message);
         }
     }
 
@@ -3381,7 +3393,10 @@ impl Dispatcher {
                 joining.received.expect("checked"),
                 index,
                 joining.transfer.queued_upto,
-                joining.rejoin_view.take(),
+                joining
+                    .rejoin_view
+                    .take()
+                    .filter(|_| !joining.member_view_queued),
                 joining.join_seqno,
             )
         };
@@ -3414,7 +3429,7 @@ impl Dispatcher {
                     self.on_write_set(seqno, local, safe_seqno, payload.into(), applied_upto);
                 }
                 Delivery::View(view) if view.ordered && view.seqno > position => {
-                    self.skip_in_order(view.seqno);
+                    self.view_in_order(&view);
                     if view.seqno > applied_upto {
                         let info = view_info(&view);
                         let ordered = view.primary;
@@ -3437,8 +3452,29 @@ impl Dispatcher {
         self.saved_sole_member = false;
     }
 
-    /// Passes a seqno that carries nothing to certify (a view, an undecodable write-set)
-    /// through certification and into the cache, so that both stay gapless.
+    /// Passes an ordered view through certification and into the cache.
+    fn view_in_order(&mut self, view: &View) {
+        if let Some(cert) = self.certifier.as_mut() {
+            cert.skip(view.seqno);
+        }
+        self.cache_view(view);
+    }
+
+    /// Caches an ordered view: a primary one with what a joiner's server needs to hear of it
+    /// (`view_record`: IST hands it over at its seqno, as Galera's does), any other as a
+    /// seqno that carries nothing.
+    fn cache_view(&mut self, view: &View) {
+        let seqno = view.seqno;
+        if view.primary {
+            let body = view_record::encode(&view_info(view));
+            self.cache_action(seqno, ist::ActionKind::View, seqno.0 - 1, &body);
+        } else {
+            self.cache_action(seqno, ist::ActionKind::Skip, seqno.0 - 1, &[]);
+        }
+    }
+
+    /// Passes a seqno that carries nothing to certify (an undecodable write-set) through
+    /// certification and into the cache, so that both stay gapless.
     fn skip_in_order(&mut self, seqno: Seqno) {
         if let Some(cert) = self.certifier.as_mut() {
             cert.skip(seqno);

@@ -15,7 +15,7 @@ use group::StateRequest;
 use writeset::WriteSet;
 
 use crate::ist::{self, Action, ActionKind, Header, IstError, Outcome, RecordReader, FAILED_CERT};
-use crate::{lock, set_group_state, LogLevel, NodeState, RecvEvent, Shared};
+use crate::{lock, set_group_state, view_record, LogLevel, NodeState, RecvEvent, Shared};
 
 /// Receive-queue length above which the IST receiver waits for the appliers: a long IST
 /// must not pile up in memory faster than the server applies it.
@@ -390,7 +390,8 @@ fn receive_records(
             let message = format!("cannot cache IST seqno {}: {error}", action.seqno);
             log(shared, LogLevel::Warning, &message);
         }
-        let event = event_of(&action)?;
+        let own = lock(&shared.inner).own;
+        let event = event_of(&action, cluster, own)?;
         let mut inner = lock(&shared.inner);
         while inner.queue.len() >= IST_QUEUE_LIMIT && !inner.closing && inner.connected {
             let (guard, _) = shared
@@ -405,9 +406,11 @@ fn receive_records(
                 reason: "the node is closing".into(),
             });
         }
+        let member_view = matches!(&event, RecvEvent::View { view, .. } if view.my_index >= 0);
         inner.queue.push_back(event);
         if let Some(joining) = inner.joining.as_mut() {
             joining.transfer.queued_upto = action.seqno;
+            joining.member_view_queued |= member_view;
         }
         queued += 1;
         drop(inner);
@@ -443,12 +446,25 @@ fn wait_for_snapshot(shared: &Shared) -> Result<Seqno, IstError> {
     }
 }
 
-/// The applier event for one received action.
-fn event_of(action: &Action) -> Result<RecvEvent, IstError> {
+/// The applier event for one received action of `cluster`, on the node whose identity is
+/// `own`.
+fn event_of(action: &Action, cluster: Uuid, own: Uuid) -> Result<RecvEvent, IstError> {
     match action.kind {
         ActionKind::Skip => Ok(RecvEvent::Skip {
             seqno: action.seqno,
         }),
+        ActionKind::View => {
+            let view = view_record::decode(cluster, action.seqno, &action.payload, own).map_err(
+                |error| IstError::BadView {
+                    seqno: action.seqno,
+                    error,
+                },
+            )?;
+            Ok(RecvEvent::View {
+                view,
+                ordered: true,
+            })
+        }
         ActionKind::WriteSet => {
             let write_set = WriteSet::decode(&action.payload).map_err(|_| IstError::BadRecord {
                 seqno: action.seqno,

@@ -167,7 +167,7 @@ fn raw_record() -> impl Strategy<Value = RawRecord> {
     (
         claim32(),
         seqno(),
-        prop_oneof![4 => 1u8..3, 1 => any::<u8>()],
+        prop_oneof![4 => 1u8..4, 1 => any::<u8>()],
         any::<i64>(),
         proptest::collection::vec(any::<u8>(), 0..20),
     )
