@@ -423,6 +423,9 @@ pub struct GroupNode {
     primary: bool,
     /// The tick this member, a member still, lost the primary component.
     non_primary_since: Option<u64>,
+    /// `gmcast.isolate`: the transport drops every frame, so nothing is sent (see
+    /// [`GroupNode::set_isolated`]).
+    isolated: bool,
     current_view: Option<View>,
     /// What this node wants the group to know: its node state and flow-control stop.
     local_state: NodeState,
@@ -696,6 +699,7 @@ impl GroupNode {
             leader_contact_tick: 0,
             primary: false,
             non_primary_since: None,
+            isolated: false,
             current_view: None,
             local_state: NodeState::Open,
             apply_queue_len: 0,
@@ -825,7 +829,7 @@ impl GroupNode {
 
     /// Queues a write-set for ordering; returns its submission number. A member outside the
     /// primary component gives it up at once ([`Delivery::Abandoned`] follows), as it gives
-    /// up what was pending when it left the component.
+    /// up what it had not sent when it left the component.
     pub fn submit(&mut self, payload: Vec<u8>) -> u64 {
         self.submit_with(payload, false)
     }
@@ -862,10 +866,17 @@ impl GroupNode {
             );
         }
         if self.member && !self.primary {
-            self.abandon_pending();
+            self.abandon_unsent();
         }
         // The write-set is known by its last chunk's id, the one its delivery carries.
         submit_id
+    }
+
+    /// `gmcast.isolate` on or off: the transport cuts this node's links, and the node sends
+    /// no submission meanwhile (a frame sent into the cut is lost; one never sent can be
+    /// given up for certain, or sent once the links are back).
+    pub fn set_isolated(&mut self, isolated: bool) {
+        self.isolated = isolated;
     }
 
     /// Withdraws a submission that was never sent to the leader (flow control held it
@@ -1919,6 +1930,29 @@ impl GroupNode {
         }
     }
 
+    /// Gives up the submissions no part of which left this node ([`Delivery::Abandoned`]):
+    /// nobody else has them, so they are never ordered.
+    fn abandon_unsent(&mut self) {
+        let mut unsent: BTreeMap<u64, bool> = BTreeMap::new();
+        for (id, pending) in &self.pending {
+            let last = id + u64::from(pending.chunk.1.saturating_sub(1) - pending.chunk.0);
+            *unsent.entry(last).or_insert(true) &= pending.sent.is_none();
+        }
+        let submit_ids: Vec<u64> = unsent
+            .into_iter()
+            .filter_map(|(last, unsent)| unsent.then_some(last))
+            .collect();
+        if submit_ids.is_empty() {
+            return;
+        }
+        self.pending.retain(|id, pending| {
+            let last = id + u64::from(pending.chunk.1.saturating_sub(1) - pending.chunk.0);
+            !submit_ids.contains(&last)
+        });
+        self.deliveries
+            .push_back(Delivery::Abandoned { submit_ids });
+    }
+
     /// Starts over as a new member (a new Raft id, the same UUID) after an eviction.
     fn rejoin(&mut self) {
         if self.member {
@@ -2045,12 +2079,11 @@ impl GroupNode {
         }
         self.primary = primary;
         if !primary {
-            // Out of the primary component nothing sent from here is ordered until the
-            // node is back, maybe only as a new member: what has not been ordered is given
-            // up now, as Galera fails it at a non-primary view, rather than resent when the
-            // links return (its transaction has failed by then). A submission the leader
-            // already took is still ordered, and arrives like any other.
-            self.abandon_pending();
+            // Galera fails what waits for its order at a non-primary view. Here only what
+            // never left this node is certain never to be ordered: that is given up now.
+            // What was sent may still be ordered (the leader may have it), and is waited
+            // for: it arrives in order, or the node falls behind and is readmitted.
+            self.abandon_unsent();
         }
         let view = self.view(primary, false, self.last_delivered);
         self.deliver_view(view);
@@ -2124,6 +2157,7 @@ impl GroupNode {
         alone.deliveries = std::mem::take(&mut self.deliveries);
         alone.deliveries.extend(founding);
         alone.outbox = std::mem::take(&mut self.outbox);
+        alone.isolated = self.isolated;
         alone.cached_from = self.cached_from;
         alone.committed = self.committed;
         alone.local_state = self.local_state;
@@ -2301,7 +2335,9 @@ impl GroupNode {
 
     fn send_submissions(&mut self) {
         let leader = self.raw.raft.leader_id;
-        if !self.member || leader == 0 || self.pending.is_empty() {
+        // An isolated node's frames go nowhere: what it does not send stays unsent, which
+        // is what lets it give the submission up for certain if it loses the component.
+        if !self.member || leader == 0 || self.pending.is_empty() || self.isolated {
             return;
         }
         let paused = self.state.is_paused();

@@ -566,6 +566,9 @@ struct Inner {
     joining: Option<Joining>,
     /// Causal reads waiting for the group's answer: request id -> the seqno to wait for.
     causal: HashMap<u64, Option<Seqno>>,
+    /// Tickets of submissions the group gave up, until their waiters find them (see
+    /// `Dispatcher::withdraw_abandoned`); at most [`ABANDONED_REMEMBERED`].
+    abandoned: VecDeque<u64>,
     next_causal_id: u64,
     /// Averages since the last `stats_reset`.
     window: Window,
@@ -725,6 +728,7 @@ impl Replicator {
             donor_names: String::new(),
             joining: None,
             causal: HashMap::new(),
+            abandoned: VecDeque::new(),
             next_causal_id: 0,
             window: Window::new(0),
             last_member_on_leave: None,
@@ -1650,6 +1654,14 @@ impl Replicator {
             }
             // Withdrawn: this node fell out of the order (see `withdraw_waiting`).
             if inner.closing || !inner.connected || !trx.submitted {
+                break None;
+            }
+            // Given up by the group before it left this node (see `withdraw_abandoned`).
+            if let Some(at) = inner.abandoned.iter().position(|t| *t == ticket) {
+                inner.abandoned.remove(at);
+                if let Some(trx) = inner.trxs.get_mut(&trx_id) {
+                    trx.submitted = false;
+                }
                 break None;
             }
             if trx.aborted_by.is_some() && !cancel_tried {
@@ -2584,8 +2596,8 @@ fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>, bootstrap: bo
 
 impl Dispatcher {
     fn handle(&mut self, delivery: Delivery) {
-        if matches!(delivery, Delivery::Abandoned { .. }) {
-            self.withdraw_waiting();
+        if let Delivery::Abandoned { submit_ids } = &delivery {
+            self.withdraw_abandoned(submit_ids);
         }
         if lock(&self.shared.inner).votes.inconsistent && !matches!(delivery, Delivery::Closed) {
             // Leaving after a lost vote: nothing more reaches the server but the end.
@@ -2741,12 +2753,6 @@ impl Dispatcher {
             // Out of the primary component the node is desynced in any case; a `wsrep_desync`
             // from before does not carry over to its return (Galera clears it the same way).
             inner.desync_count = 0;
-            // Nothing orders what waits here until the node is back, maybe not before a
-            // readmission: the transactions fail now, as Galera's do at a non-primary view,
-            // instead of hanging their clients.
-            drop(inner);
-            self.withdraw_waiting();
-            inner = lock(&self.shared.inner);
         }
         if view.ordered {
             inner.last_ordered = view.seqno;
@@ -3171,12 +3177,33 @@ impl Dispatcher {
             self.shared.changed.notify_all();
             let message = format!(
                 "{withdrawn} local transaction(s) waiting for their order are rolled back: \
-                 this node left the primary component (a write-set the others ordered all \
-                 the same reaches this node later, by IST or in order, and is applied here)"
+                 this node left the primary component (their write-sets, if the others \
+                 ordered them, come back by IST)"
             );
-            // A note: the server reports each failed transaction itself, as with Galera.
-            self.shared.app.log(LogLevel::Info, &message);
+            self.shared.app.log(LogLevel::Warning, &message);
         }
+    }
+
+    /// The group gave these submissions up (they never left this node, which lost the
+    /// primary component, or it is rejoining or closing): their transactions fail. Each waiter finds its
+    /// ticket here, even one that has not started waiting yet.
+    fn withdraw_abandoned(&self, tickets: &[u64]) {
+        let mut inner = lock(&self.shared.inner);
+        for ticket in tickets {
+            if inner.abandoned.len() == ABANDONED_REMEMBERED {
+                inner.abandoned.pop_front();
+            }
+            inner.abandoned.push_back(*ticket);
+        }
+        drop(inner);
+        self.shared.changed.notify_all();
+        let message = format!(
+            "the group gave up {} local write-set(s) that were never ordered (this node is \
+             out of the primary component, rejoining or closing): their transactions fail",
+            tickets.len()
+        );
+        // A note: the server reports each failed transaction itself, as with Galera.
+        self.shared.app.log(LogLevel::Info, &message);
     }
 
     /// The name of the member `uuid` in the latest primary view.
@@ -3612,6 +3639,11 @@ fn save_running_state(shared: &Shared, cluster: Uuid, sole_member: bool) {
 /// A JOINED node with at most this many actions queued has caught up and turns SYNCED
 /// (Galera's default `gcs.fc_limit`: from here on its queue is flow control's business).
 const SYNCED_QUEUE_MAX: usize = 16;
+
+/// Abandoned submission tickets kept for waiters that have not looked yet. A waiter looks
+/// as soon as it is woken, so a few suffice; the bound only keeps tickets nobody waits for
+/// (their transactions ended another way) from piling up.
+const ABANDONED_REMEMBERED: usize = 1024;
 
 fn set_group_state(inner: &Inner, state: NodeState) {
     if let Some(runner) = inner.runner.as_ref() {

@@ -98,17 +98,22 @@ impl Tickets {
                 }
             }
             Delivery::Abandoned { submit_ids } => {
-                let map = match self.retired.take() {
-                    Some(retired) => retired,
-                    None => mem::take(&mut self.current),
+                let Some(map) = self.retired.take() else {
+                    // Some submissions of the current identity (those that never left the
+                    // node when it lost the primary component); the others stay.
+                    for id in submit_ids.iter_mut() {
+                        if let Some(ticket) = self.current.remove(id) {
+                            *id = ticket;
+                        }
+                    }
+                    return;
                 };
                 for id in submit_ids.iter_mut() {
                     if let Some(ticket) = map.get(id) {
                         *id = *ticket;
                     }
                 }
-                // Whatever the node still had pending of this identity is now forgotten;
-                // any later pending submission of the current identity stays in `current`.
+                // Whatever the node still had pending of the old identity is now forgotten.
                 if map.len() > submit_ids.len() {
                     tracing::debug!(
                         unmatched = map.len() - submit_ids.len(),
@@ -286,6 +291,7 @@ impl EventLoop {
             );
         }
         self.isolated = isolated;
+        self.node.set_isolated(isolated);
         if isolated {
             self.stop_writers();
         }
@@ -458,6 +464,27 @@ mod tests {
             safe_seqno: Seqno::UNDEFINED,
             payload: Vec::new(),
         }
+    }
+
+    #[test]
+    fn abandoning_some_submissions_keeps_the_others_tickets() {
+        let mut tickets = Tickets::default();
+        tickets.current.insert(1, 5);
+        tickets.current.insert(2, 6);
+        let mut abandoned = Delivery::Abandoned {
+            submit_ids: vec![2],
+        };
+        tickets.translate(&mut abandoned);
+        assert_eq!(
+            abandoned,
+            Delivery::Abandoned {
+                submit_ids: vec![6]
+            }
+        );
+        let mut delivery = local_write_set(1);
+        tickets.translate(&mut delivery);
+        assert_eq!(delivery, local_write_set(5));
+        assert!(tickets.current.is_empty());
     }
 
     #[test]
