@@ -113,9 +113,20 @@ pub enum RaftRefusal {
     /// A read-index message or heartbeat whose context is not one read request.
     #[error("{0:?} does not carry one read context of {READ_CONTEXT_BYTES} bytes")]
     BadReadContext(MessageType),
-    /// A message only the current leader sends, from another member or another term.
+    /// A message only the current leader sends, from another member in this term.
     #[error("{0:?} from a member that is not the leader of this term")]
     NotFromLeader(MessageType),
+    /// A message only a leader sends, from an earlier term: an old leader's late answer
+    /// that crossed a leader change, which is routine.
+    #[error("{msg_type:?} of term {term} arrived in term {current}")]
+    FromEarlierTerm {
+        /// The message's type.
+        msg_type: MessageType,
+        /// The term it was sent in.
+        term: u64,
+        /// This node's term.
+        current: u64,
+    },
     /// A response that asks the leader for a snapshot (Trireme never asks).
     #[error("response requests a snapshot at {0}")]
     RequestsSnapshot(u64),
@@ -413,7 +424,13 @@ fn check_read_context(m: &Message) -> Result<(), RaftRefusal> {
 }
 
 fn check_from_leader(m: &Message, raft: &Raft<OrderLog>) -> Result<(), RaftRefusal> {
-    if m.from == raft.leader_id && m.term == raft.term {
+    if m.term < raft.term {
+        Err(RaftRefusal::FromEarlierTerm {
+            msg_type: m.get_msg_type(),
+            term: m.term,
+            current: raft.term,
+        })
+    } else if m.from == raft.leader_id && m.term == raft.term {
         Ok(())
     } else {
         Err(RaftRefusal::NotFromLeader(m.get_msg_type()))

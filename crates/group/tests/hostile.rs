@@ -336,6 +336,27 @@ fn raft_messages_raft_rs_would_panic_on_are_refused_by_name() {
         refusal(cluster.inject(follower, &forged(timeout))),
         RaftRefusal::NotFromLeader(MessageType::MsgTimeoutNow)
     );
+    // An old leader's read-index answer that crossed a leader change: refused, and routine
+    // (not logged as a fault).
+    let mut late = raft_message(
+        MessageType::MsgReadIndexResp,
+        third_id,
+        follower_id,
+        high - 2,
+    );
+    late.mut_entries().push(Entry {
+        data: vec![0; group::check::READ_CONTEXT_BYTES].into(),
+        ..Entry::default()
+    });
+    let result = cluster.inject(follower, &forged(late));
+    assert!(result.as_ref().is_err_and(ReceiveError::is_routine));
+    assert!(matches!(
+        refusal(result),
+        RaftRefusal::FromEarlierTerm {
+            msg_type: MessageType::MsgReadIndexResp,
+            ..
+        }
+    ));
     // Responses that name indexes past the leader's log, or ask for a snapshot.
     let mut response = raft_message(MessageType::MsgAppendResponse, follower_id, leader_id, 0);
     response.term = current_term(&mut cluster, leader, follower);
