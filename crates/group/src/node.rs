@@ -294,9 +294,8 @@ pub enum ReceiveError {
 impl ReceiveError {
     /// Whether this refusal is part of normal membership churn rather than a fault: a
     /// message that crossed a view change or a leader change, a join asked again before its
-    /// proof arrived,
-    /// traffic after this member left, or traffic still meant for the earlier incarnation
-    /// of a node restarted at the same address.
+    /// proof arrived, traffic after this member left, or traffic still meant for the earlier
+    /// incarnation of a node restarted at the same address.
     pub fn is_routine(&self) -> bool {
         matches!(
             self,

@@ -3185,8 +3185,8 @@ impl Dispatcher {
     }
 
     /// The group gave these submissions up (they never left this node, which lost the
-    /// primary component, or it is rejoining or closing): their transactions fail. Each waiter finds its
-    /// ticket here, even one that has not started waiting yet.
+    /// primary component, or it is rejoining or closing): their transactions fail. Each
+    /// waiter finds its ticket here, even one that has not started waiting yet.
     fn withdraw_abandoned(&self, tickets: &[u64]) {
         let mut inner = lock(&self.shared.inner);
         for ticket in tickets {
@@ -3198,8 +3198,8 @@ impl Dispatcher {
         drop(inner);
         self.shared.changed.notify_all();
         let message = format!(
-            "the group gave up {} local write-set(s) that were never ordered (this node is \
-             out of the primary component, rejoining or closing): their transactions fail",
+            "the group gave up {} local write-set(s) not ordered here (this node is out of \
+             the primary component, rejoining or closing): their transactions fail",
             tickets.len()
         );
         // A note: the server reports each failed transaction itself, as with Galera.

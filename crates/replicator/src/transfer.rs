@@ -379,6 +379,9 @@ fn receive_records(
             continue;
         }
         let cluster = header.cluster;
+        // Decoded before it is cached: a record that does not decode is never kept.
+        let own = lock(&shared.inner).own;
+        let event = event_of(&action, cluster, own)?;
         let recorded = lock(&shared.cache).record(
             cluster,
             action.seqno,
@@ -390,8 +393,6 @@ fn receive_records(
             let message = format!("cannot cache IST seqno {}: {error}", action.seqno);
             log(shared, LogLevel::Warning, &message);
         }
-        let own = lock(&shared.inner).own;
-        let event = event_of(&action, cluster, own)?;
         let mut inner = lock(&shared.inner);
         while inner.queue.len() >= IST_QUEUE_LIMIT && !inner.closing && inner.connected {
             let (guard, _) = shared
