@@ -99,8 +99,8 @@ impl Tickets {
             }
             Delivery::Abandoned { submit_ids } => {
                 let Some(map) = self.retired.take() else {
-                    // Some submissions of the current identity (those that never left the
-                    // node when it lost the primary component); the others stay.
+                    // Submissions of the current identity given up (unsent ones when the
+                    // node lost the primary component, all at a close); the others stay.
                     for id in submit_ids.iter_mut() {
                         if let Some(ticket) = self.current.remove(id) {
                             *id = ticket;
