@@ -5,7 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use syn::spanned::Spanned;
 use syn::visit::{self, Visit};
+
+use crate::is_test_only;
 
 /// The longest a function outside tests may be, in lines.
 pub const FUNCTION_LINES_MAX: usize = 100;
@@ -104,15 +107,6 @@ impl Scan<'_> {
     }
 }
 
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        attr.path().is_ident("cfg")
-            && attr
-                .parse_args::<syn::Meta>()
-                .is_ok_and(|meta| meta.path().is_ident("test"))
-    })
-}
-
 impl<'ast> Visit<'ast> for Scan<'_> {
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
         if !is_test_only(&item.attrs) {
@@ -124,7 +118,7 @@ impl<'ast> Visit<'ast> for Scan<'_> {
         if is_test_only(&item.attrs) {
             return;
         }
-        self.measure(&item.sig.ident, spanned(item));
+        self.measure(&item.sig.ident, item.span());
         visit::visit_item_fn(self, item);
     }
 
@@ -141,14 +135,9 @@ impl<'ast> Visit<'ast> for Scan<'_> {
         if is_test_only(&item.attrs) {
             return;
         }
-        self.measure(&item.sig.ident, spanned(item));
+        self.measure(&item.sig.ident, item.span());
         visit::visit_impl_item_fn(self, item);
     }
-}
-
-/// The span of an item from its first token to its last.
-fn spanned(item: &impl syn::spanned::Spanned) -> proc_macro2::Span {
-    item.span()
 }
 
 /// The last segment of a type path (`Dispatcher` for `crate::Dispatcher<T>`), or `_`.

@@ -43,3 +43,13 @@ pub fn rust_files(root: &Path, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     found.sort();
     Ok(found)
 }
+
+/// Whether an item is compiled only for tests (`#[cfg(test)]`).
+pub fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg")
+            && attr
+                .parse_args::<syn::Meta>()
+                .is_ok_and(|meta| meta.path().is_ident("test"))
+    })
+}

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use proc_macro2::Span;
 use syn::visit::{self, Visit};
 
+use crate::is_test_only;
+
 /// One forbidden use: where, and what it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
@@ -77,15 +79,6 @@ pub fn test_module_files(path: &Path, file: &syn::File) -> Vec<PathBuf> {
             ]
         })
         .collect()
-}
-
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        attr.path().is_ident("cfg")
-            && attr
-                .parse_args::<syn::Meta>()
-                .is_ok_and(|meta| meta.path().is_ident("test"))
-    })
 }
 
 #[derive(Default)]
