@@ -374,13 +374,15 @@ fn receive_records(
     crate::monitors_continue_at(shared, position);
     let mut reader = RecordReader::new(header);
     let mut queued = 0u64;
+    // This node's identity, which places it in the views the stream carries; a readmission
+    // that would change it ends the transfer.
+    let own = lock(&shared.inner).own;
     while let Some(action) = reader.next(input)? {
         if action.seqno <= position {
             continue;
         }
         let cluster = header.cluster;
         // Decoded before it is cached: a record that does not decode is never kept.
-        let own = lock(&shared.inner).own;
         let event = event_of(&action, cluster, own)?;
         let recorded = lock(&shared.cache).record(
             cluster,
