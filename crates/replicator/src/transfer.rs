@@ -374,8 +374,8 @@ fn receive_records(
     crate::monitors_continue_at(shared, position);
     let mut reader = RecordReader::new(header);
     let mut queued = 0u64;
-    // This node's identity, which places it in the views the stream carries; a readmission
-    // that would change it ends the transfer.
+    // This node's identity, which places it in the views the stream carries (all ordered
+    // before its request, so none names an identity it takes later).
     let own = lock(&shared.inner).own;
     while let Some(action) = reader.next(input)? {
         if action.seqno <= position {
