@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base::{KeyType, Seqno};
-use options::{status_vars, InitContext, ProviderOptions};
+use options::{InitContext, ProviderOptions};
 use replicator::{
     AbortOutcome, CertifyOutcome, FreezePurge, GcacheConfig, Meta, NodeAddresses, RecvContext,
     Replicator, Settings,
@@ -14,6 +14,7 @@ use replicator::{
 use wsrep_sys::*;
 
 use crate::app::{from_c_gtid, to_c_gtid, to_c_uuid, ServerApp, StatsBlock};
+use crate::status::{self, Value};
 use crate::{buf, bufs, c_str, c_string, lock, with_instance};
 
 /// What Trireme can do, as `wsrep_provider_capabilities` shows it.
@@ -864,50 +865,32 @@ unsafe extern "C" fn snapshot(
 
 unsafe extern "C" fn stats_get(wsrep: *mut wsrep_t) -> *mut wsrep_stats_var {
     with_instance(wsrep, std::ptr::null_mut(), |instance| {
-        let known = instance.replicator().map(|r| r.stats()).unwrap_or_default();
+        let values = match instance.replicator() {
+            Some(replicator) => status::provider_values(&replicator.status()),
+            None => status::unconnected_values(),
+        };
         let mut strings = Vec::new();
         let mut vars = Vec::new();
-        for var in status_vars::provider_vars() {
-            let value = known
-                .iter()
-                .find(|(name, _)| *name == var.name)
-                .map(|(_, v)| v.clone());
-            let name = c_string(var.name);
+        for (name, value) in values {
+            debug_assert!(status::kind_matches(name, &value), "{name}: {value:?}");
+            let name = c_string(name);
             let name_ptr = name.as_ptr();
             strings.push(name);
-            let double = matches!(var.kind, status_vars::ValueKind::Double)
-                .then(|| value.as_deref().and_then(|v| v.parse::<f64>().ok()))
-                .flatten();
-            let entry = match value.as_deref().map(str::parse::<i64>) {
-                _ if double.is_some() => wsrep_stats_var {
-                    name: name_ptr,
-                    r#type: WSREP_VAR_DOUBLE,
-                    value: wsrep_stats_value {
-                        _double: double.unwrap_or_default(),
-                    },
-                },
-                Some(Ok(number)) => wsrep_stats_var {
-                    name: name_ptr,
-                    r#type: WSREP_VAR_INT64,
-                    value: wsrep_stats_value { _int64: number },
-                },
-                None if matches!(var.kind, status_vars::ValueKind::Int) => wsrep_stats_var {
-                    name: name_ptr,
-                    r#type: WSREP_VAR_INT64,
-                    value: wsrep_stats_value { _int64: 0 },
-                },
-                _ => {
-                    let text = c_string(value.as_deref().unwrap_or_default());
+            let (r#type, value) = match value {
+                Value::Int(number) => (WSREP_VAR_INT64, wsrep_stats_value { _int64: number }),
+                Value::Double(number) => (WSREP_VAR_DOUBLE, wsrep_stats_value { _double: number }),
+                Value::Text(text) => {
+                    let text = c_string(&text);
                     let text_ptr = text.as_ptr();
                     strings.push(text);
-                    wsrep_stats_var {
-                        name: name_ptr,
-                        r#type: WSREP_VAR_STRING,
-                        value: wsrep_stats_value { _string: text_ptr },
-                    }
+                    (WSREP_VAR_STRING, wsrep_stats_value { _string: text_ptr })
                 }
             };
-            vars.push(entry);
+            vars.push(wsrep_stats_var {
+                name: name_ptr,
+                r#type,
+                value,
+            });
         }
         vars.push(wsrep_stats_var {
             name: std::ptr::null(),

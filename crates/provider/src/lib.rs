@@ -17,6 +17,7 @@ mod app;
 mod entry;
 mod log_bridge;
 mod security;
+mod status;
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};

@@ -9,13 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base::{Seqno, Uuid};
+use base::{NodeState, Seqno, Uuid};
 use cert::Certifier;
 use group::StateRequest;
 use writeset::WriteSet;
 
+use crate::applier::RecvEvent;
 use crate::ist::{self, Action, ActionKind, Header, IstError, Outcome, RecordReader, FAILED_CERT};
-use crate::{lock, set_group_state, view_record, LogLevel, NodeState, RecvEvent, Shared};
+use crate::joining::Joining;
+use crate::shared::{lock, monitors_continue_at, set_group_state, Shared};
+use crate::{view_record, LogLevel};
 
 /// Receive-queue length above which the IST receiver waits for the appliers: a long IST
 /// must not pile up in memory faster than the server applies it.
@@ -371,7 +374,7 @@ fn receive_records(
             what: "the stream starts after the joiner's position: seqnos in between are missing",
         });
     }
-    crate::monitors_continue_at(shared, position);
+    monitors_continue_at(shared, position);
     let mut reader = RecordReader::new(header);
     let mut queued = 0u64;
     // This node's identity, which places it in the views the stream carries (all ordered
@@ -517,7 +520,7 @@ pub(crate) fn start_rejoin(shared: &Shared, cluster: Uuid, join_seqno: Seqno, po
         let mut inner = lock(&shared.inner);
         inner.state = NodeState::Joiner;
         set_group_state(&inner, NodeState::Joiner);
-        let mut joining = crate::Joining::new(join_seqno);
+        let mut joining = Joining::new(join_seqno);
         joining.continue_own_state(cluster, position);
         inner.joining = Some(joining);
     }

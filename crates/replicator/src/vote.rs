@@ -10,8 +10,11 @@ use std::time::{Duration, Instant};
 use base::{Gtid, NodeState, Seqno, Uuid};
 use group::vote::{error_code, VoteCode, SUCCESS};
 
+use crate::dispatcher::Dispatcher;
+use crate::persisted::{forget_membership, save_state};
 use crate::saved_state::SavedState;
-use crate::{lock, save_state, Dispatcher, Inner, LogLevel, Replicator, ReplicatorError, Shared};
+use crate::shared::{lock, Inner, Shared};
+use crate::{LogLevel, Replicator, ReplicatorError};
 
 /// How often a thread waiting for a decision says so in the log.
 const WAITING_NOTE_EVERY: Duration = Duration::from_secs(10);
@@ -235,7 +238,7 @@ pub(crate) fn declare_inconsistent(shared: &Shared, message: &str) {
             safe_to_bootstrap: false,
         },
     );
-    crate::forget_membership(shared);
+    forget_membership(shared);
     if let Some(runner) = runner {
         let _ = runner.leave();
     }

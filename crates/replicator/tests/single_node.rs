@@ -153,41 +153,30 @@ fn a_founding_node_commits_local_transactions_in_order() {
         replicator.certify(7, 12345, 0x41),
         CertifyOutcome::NotOrdered
     );
-    let stats = replicator.stats();
-    let stat = |stats: &[(&str, String)], wanted: &str| -> String {
-        stats
-            .iter()
-            .find(|(name, _)| *name == wanted)
-            .unwrap_or_else(|| panic!("{wanted} is reported"))
-            .1
-            .clone()
-    };
-    assert_eq!(stat(&stats, "local_state_comment"), "Synced");
-    assert_eq!(stat(&stats, "causal_reads"), "1", "the sync_wait above");
+    let status = replicator.status();
+    assert_eq!(status.state.comment(), "Synced");
+    assert_eq!(status.totals.causal_reads, 1, "the sync_wait above");
     assert_eq!(
-        stat(&stats, "repl_keys"),
-        "21",
+        status.totals.repl_keys, 21,
         "20 row keys and the TOI's table key"
     );
     assert_eq!(
-        stat(&stats, "repl_data_bytes"),
-        "65",
+        status.totals.repl_data_bytes, 65,
         "20 rows of 3 bytes, ALTER"
     );
     // Independent keys and last_seen right behind: every write-set could apply in parallel
     // with everything since the view.
-    let distance: f64 = stat(&stats, "cert_deps_distance").parse().unwrap();
+    let distance = status.apply.deps_distance;
     assert!(distance > 1.0, "cert_deps_distance {distance}");
-    assert_eq!(stat(&stats, "local_send_queue_max"), "1");
-    let latency = stat(&stats, "evs_repl_latency");
+    assert_eq!(status.send_queue.max, 1);
+    let latency = &status.replication_latency;
     assert!(latency.ends_with("/21"), "21 write-sets timed: {latency}");
     replicator.reset_stats();
-    let stats = replicator.stats();
-    assert_eq!(stat(&stats, "cert_deps_distance"), "0.000000", "reset");
-    assert_eq!(stat(&stats, "evs_repl_latency"), "0/0/0/0/0", "reset");
+    let status = replicator.status();
+    assert_eq!(status.apply.deps_distance, 0.0, "reset");
+    assert_eq!(status.replication_latency, "0/0/0/0/0", "reset");
     assert_eq!(
-        stat(&stats, "repl_keys"),
-        "21",
+        status.totals.repl_keys, 21,
         "counters are not averages: kept"
     );
     replicator.shutdown();

@@ -53,15 +53,6 @@ impl Application for Server {
     fn log(&self, _: LogLevel, _: &str) {}
 }
 
-fn stat(replicator: &Replicator, name: &str) -> String {
-    replicator
-        .stats()
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| v)
-        .unwrap_or_else(|| panic!("no status variable {name}"))
-}
-
 fn row_key(replicator: &Replicator, trx: u64, row: u64) {
     replicator.append_key(
         trx,
@@ -106,8 +97,8 @@ fn fragments_continue_one_transaction_and_its_rollback_is_applied_everywhere() {
     row_key(&replicator, 1, 1);
     replicator.append_data(1, b"fragment one");
     let first = replicate(&replicator, 1, flags::TRX_START);
-    assert_eq!(stat(&replicator, "open_transactions"), "1");
-    assert_eq!(stat(&replicator, "streaming_transactions"), "1");
+    assert_eq!(replicator.status().open_transactions, 1);
+    assert_eq!(replicator.status().streaming_transactions, 1);
     // An unrelated transaction in between.
     row_key(&replicator, 2, 99);
     let other = replicate(&replicator, 2, flags::TRX_START | flags::TRX_END);
@@ -119,8 +110,8 @@ fn fragments_continue_one_transaction_and_its_rollback_is_applied_everywhere() {
         second.depends_on, first.gtid.seqno,
         "a fragment waits for the previous fragment of its transaction, nothing else"
     );
-    assert_eq!(stat(&replicator, "local_fragments_replicated"), "2");
-    assert_eq!(stat(&replicator, "streaming_fragments"), "2");
+    assert_eq!(replicator.status().totals.fragments_replicated, 2);
+    assert_eq!(replicator.status().streaming_fragments, 2);
 
     // The server rolls it back: the rollback write-set comes back through the appliers
     // with the originator's transaction id, and the transaction is forgotten on release.
@@ -133,9 +124,9 @@ fn fragments_continue_one_transaction_and_its_rollback_is_applied_everywhere() {
             .contains(&(1, flags::ROLLBACK | flags::PA_UNSAFE))
     });
     replicator.release(1);
-    assert_eq!(stat(&replicator, "open_transactions"), "0");
-    assert_eq!(stat(&replicator, "streaming_transactions"), "0");
-    assert_eq!(stat(&replicator, "local_streaming_rollbacks"), "1");
+    assert_eq!(replicator.status().open_transactions, 0);
+    assert_eq!(replicator.status().streaming_transactions, 0);
+    assert_eq!(replicator.status().totals.streaming_rollbacks, 1);
     let after_rollback = replicator.last_committed().seqno;
     assert_eq!(after_rollback, second.gtid.seqno.next());
 
@@ -149,7 +140,7 @@ fn fragments_continue_one_transaction_and_its_rollback_is_applied_everywhere() {
         "{refused:?}"
     );
     replicator.release(3);
-    assert_eq!(stat(&replicator, "local_size_exceeded"), "1");
+    assert_eq!(replicator.status().totals.size_exceeded, 1);
     assert_eq!(replicator.last_committed().seqno, after_rollback);
     // A transaction within the limit still commits.
     row_key(&replicator, 4, 4);

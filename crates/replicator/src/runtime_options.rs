@@ -1,0 +1,78 @@
+//! Option changes to a running node (`SET GLOBAL wsrep_provider_options`, TLS reload).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use gcache::FreezePurge;
+use group::GroupConfig;
+
+use crate::app::LogLevel;
+use crate::error::ReplicatorError;
+use crate::shared::lock;
+use crate::Replicator;
+
+impl Replicator {
+    /// Re-reads the TLS files (`socket.ssl_reload`): connections made from now on use
+    /// them. An error leaves the current files in use.
+    pub fn reload_tls(&self) -> Result<(), ReplicatorError> {
+        let Some(context) = &self.shared.settings.tls else {
+            return Err(ReplicatorError::Tls(
+                "TLS is off (socket.ssl_key and socket.ssl_cert are not set)".to_owned(),
+            ));
+        };
+        context
+            .reload()
+            .map_err(|error| ReplicatorError::Tls(error.to_string()))?;
+        self.shared.app.log(
+            LogLevel::Info,
+            &format!("TLS files reloaded: now {}", context.subject()),
+        );
+        Ok(())
+    }
+
+    /// `gcache.freeze_purge_at_seqno`: `-1`, a seqno or `now`.
+    pub fn set_freeze_purge(&self, freeze: FreezePurge) -> Result<(), ReplicatorError> {
+        lock(&self.shared.cache)
+            .set_freeze_purge(freeze)
+            .map_err(|error| ReplicatorError::Options(error.to_string()))
+    }
+
+    /// The effective `gcache.freeze_purge_at_seqno` (`now` resolved to a seqno).
+    pub fn freeze_purge(&self) -> FreezePurge {
+        lock(&self.shared.cache).freeze_purge()
+    }
+
+    /// Sets `repl.max_ws_size`: write-sets larger than this are refused
+    /// ([`CertifyOutcome::SizeExceeded`]).
+    pub fn set_max_write_set_bytes(&self, limit: u64) {
+        self.shared
+            .max_write_set_bytes
+            .store(limit, Ordering::Relaxed);
+    }
+
+    /// Applies `SET GLOBAL wsrep_provider_options` changes to the running node: the group's
+    /// timeouts and flow control, and the causal read timeout.
+    pub fn reconfigure(
+        &self,
+        group: GroupConfig,
+        causal_read_timeout: Duration,
+    ) -> Result<(), ReplicatorError> {
+        group
+            .validate()
+            .map_err(|error| ReplicatorError::Options(error.to_string()))?;
+        *lock(&self.shared.causal_read_timeout) = causal_read_timeout;
+        if let Some(runner) = lock(&self.shared.inner).runner.as_ref() {
+            let _ = runner.reconfigure(group);
+        }
+        Ok(())
+    }
+
+    /// Cuts this node off from the group, or restores its links (`gmcast.isolate`, which
+    /// MariaDB's tests and DBAs use to partition a node without touching the network).
+    pub fn isolate(&self, isolated: bool) {
+        self.shared.isolated.store(isolated, Ordering::Release);
+        if let Some(runner) = lock(&self.shared.inner).runner.as_ref() {
+            let _ = runner.isolate(isolated);
+        }
+    }
+}

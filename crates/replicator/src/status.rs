@@ -1,0 +1,281 @@
+//! The node's status, typed: what a DBA reads in `SHOW STATUS LIKE 'wsrep_%'`, computed
+//! from the node's state and its group member's. The provider gives each field its wsrep
+//! name and type, in one place; nothing here is text meant to be parsed back.
+
+use std::collections::HashSet;
+
+use base::{NodeState, Seqno, Uuid};
+use group::GroupStatus;
+
+use crate::app::MemberOut;
+use crate::averages::{Sampled, Window};
+use crate::cache::CacheReach;
+use crate::shared::{lock, Inner};
+use crate::Replicator;
+
+/// A queue's length now, and its extremes and mean since the last reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QueueStatus {
+    /// Its length now.
+    pub now: u64,
+    /// The shortest it was.
+    pub min: u64,
+    /// The longest it was.
+    pub max: u64,
+    /// Its mean length.
+    pub mean: f64,
+}
+
+impl QueueStatus {
+    fn of(now: usize, sampled: &Sampled) -> QueueStatus {
+        QueueStatus {
+            now: now as u64,
+            min: sampled.min(),
+            max: sampled.max(),
+            mean: sampled.mean(),
+        }
+    }
+}
+
+/// Flow control as this node sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FlowStatus {
+    /// Total time the group's order was paused, in nanoseconds, since the node started.
+    pub paused_ns: u64,
+    /// The fraction of time paused since the last reset.
+    pub paused_fraction: f64,
+    /// Stop and resume requests this node sent.
+    pub sent: u64,
+    /// Stop and resume actions the group ordered.
+    pub received: u64,
+    /// A stop is in force now.
+    pub active: bool,
+    /// This node wants the group paused now (its queue is over the limit).
+    pub requested: bool,
+}
+
+/// How the certification index and the appliers are doing (averages since the last reset).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ApplyStatus {
+    /// Mean distance between a write-set's seqno and the last one it depends on.
+    pub deps_distance: f64,
+    /// Fraction of write-sets that entered the apply monitor out of order.
+    pub out_of_order_entry: f64,
+    /// Fraction of local write-sets that left the apply monitor out of order.
+    pub out_of_order_leave: f64,
+    /// Mean number of seqnos applying at once.
+    pub apply_window: f64,
+    /// Write-sets that had to wait for an earlier one before applying.
+    pub apply_waits: u64,
+    /// Mean number of seqnos between the last committed and one entering commit order.
+    pub commit_window: f64,
+    /// Keys in the certification index.
+    pub cert_index_size: u64,
+    /// Mean number of seqnos a write-set is certified against.
+    pub cert_interval: f64,
+}
+
+/// What this node counted since it started (not restarted by `FLUSH STATUS`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Local write-sets replicated.
+    pub replicated: u64,
+    /// Their encoded bytes.
+    pub replicated_bytes: u64,
+    /// Keys in them.
+    pub repl_keys: u64,
+    /// Bytes of those keys.
+    pub repl_keys_bytes: u64,
+    /// Bytes of row data in them.
+    pub repl_data_bytes: u64,
+    /// Remote write-sets received.
+    pub received: u64,
+    /// Their encoded bytes.
+    pub received_bytes: u64,
+    /// Seqnos that left commit order here.
+    pub commits: u64,
+    /// Local write-sets that failed certification.
+    pub cert_failures: u64,
+    /// Local transactions replayed after a brute-force abort.
+    pub replays: u64,
+    /// Local transactions brute-force aborted.
+    pub bf_aborts: u64,
+    /// Causal reads served.
+    pub causal_reads: u64,
+    /// Streaming fragments replicated (commit fragments excluded).
+    pub fragments_replicated: u64,
+    /// Streaming rollbacks replicated.
+    pub streaming_rollbacks: u64,
+    /// Write-sets refused for `repl.max_ws_size`.
+    pub size_exceeded: u64,
+}
+
+impl Totals {
+    /// Bytes of replicated write-sets that are neither keys nor row data (headers, framing).
+    pub fn repl_other_bytes(&self) -> u64 {
+        self.replicated_bytes
+            .saturating_sub(self.repl_keys_bytes + self.repl_data_bytes)
+    }
+}
+
+/// The node's status at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Status {
+    /// The history this node's state belongs to (the cluster state UUID).
+    pub history: Uuid,
+    /// The highest seqno committed here with everything before it.
+    pub last_committed: Seqno,
+    /// The node's state as Galera shows it: OPEN outside the primary component.
+    pub state: NodeState,
+    /// True once SYNCED: the server accepts queries.
+    pub ready: bool,
+    /// This member's identity in the group.
+    pub member: Uuid,
+    /// The members of the current view.
+    pub members: Vec<MemberOut>,
+    /// The configuration number of the view (-1 outside a primary component).
+    pub view_id: i64,
+    /// True in a primary component.
+    pub primary: bool,
+    /// True while this member leads the group (the Raft leader).
+    pub leader: bool,
+    /// `wsrep_desync` and FLUSH TABLES WITH READ LOCK in force.
+    pub desync_count: u64,
+    /// Counters since start.
+    pub totals: Totals,
+    /// Local write-sets sent and not ordered yet.
+    pub send_queue: QueueStatus,
+    /// Ordered actions waiting for the appliers.
+    pub recv_queue: QueueStatus,
+    /// Flow control.
+    pub flow: FlowStatus,
+    /// Certification and apply averages.
+    pub apply: ApplyStatus,
+    /// What the gcache holds: how far back IST can reach.
+    pub cache: CacheReach,
+    /// Local transactions open.
+    pub open_transactions: u64,
+    /// Client connections with an open transaction or TOI statement.
+    pub open_connections: u64,
+    /// Streaming transactions open in the cluster, and their certified fragments.
+    pub streaming_transactions: u64,
+    /// Certified fragments of those.
+    pub streaming_fragments: u64,
+    /// Replication latency as Galera's `evs_repl_latency` shows it:
+    /// `min/avg/max/stddev/count`, in seconds, since the last reset.
+    pub replication_latency: String,
+}
+
+impl Replicator {
+    /// What the write-set cache holds: how far back this node can serve IST.
+    pub fn cache_reach(&self) -> CacheReach {
+        lock(&self.shared.cache).reach()
+    }
+
+    /// Starts the averages over (`stats_reset`, run by `FLUSH STATUS`).
+    pub fn reset_stats(&self) {
+        let paused_ns = lock(&self.runner)
+            .as_ref()
+            .map_or(0, |r| r.status().flow.paused_ns);
+        lock(&self.shared.inner).window = Window::new(paused_ns);
+    }
+
+    /// The node's status now.
+    pub fn status(&self) -> Status {
+        let last_committed = self.last_committed().seqno;
+        let group = lock(&self.runner).as_ref().map(|r| r.status());
+        let cache = self.cache_reach();
+        let inner = lock(&self.shared.inner);
+        // Outside the primary component Galera's node is back to Initialized; its own state
+        // returns with the primary component.
+        let state = if inner.primary || inner.state == NodeState::Closed {
+            inner.state
+        } else {
+            NodeState::Open
+        };
+        let window = &inner.window;
+        Status {
+            history: inner.cluster,
+            last_committed,
+            state,
+            ready: inner.state == NodeState::Synced,
+            member: inner.own,
+            members: inner.members.clone(),
+            view_id: inner.view_id,
+            primary: inner.primary,
+            leader: group.as_ref().is_some_and(|g| g.leader),
+            desync_count: inner.desync_count,
+            totals: totals(&inner),
+            send_queue: QueueStatus::of(inner.write_sets_in_flight(), &window.send_queue),
+            recv_queue: QueueStatus::of(inner.queue.len(), &window.recv_queue),
+            flow: flow(group.as_ref(), window),
+            apply: apply(&inner),
+            cache,
+            open_transactions: inner.trxs.len() as u64,
+            open_connections: open_connections(&inner),
+            streaming_transactions: inner.open_streams.0 as u64,
+            streaming_fragments: inner.open_streams.1,
+            replication_latency: window.replication_latency.render(),
+        }
+    }
+}
+
+fn totals(inner: &Inner) -> Totals {
+    let c = &inner.counters;
+    Totals {
+        replicated: c.replicated,
+        replicated_bytes: c.replicated_bytes,
+        repl_keys: c.repl_keys,
+        repl_keys_bytes: c.repl_keys_bytes,
+        repl_data_bytes: c.repl_data_bytes,
+        received: c.received,
+        received_bytes: c.received_bytes,
+        commits: c.commits,
+        cert_failures: c.cert_failures,
+        replays: c.replays,
+        bf_aborts: c.bf_aborts,
+        causal_reads: c.causal_reads,
+        fragments_replicated: c.fragments_replicated,
+        streaming_rollbacks: c.streaming_rollbacks,
+        size_exceeded: c.size_exceeded,
+    }
+}
+
+fn flow(group: Option<&GroupStatus>, window: &Window) -> FlowStatus {
+    let Some(group) = group else {
+        return FlowStatus::default();
+    };
+    FlowStatus {
+        paused_ns: group.flow.paused_ns,
+        paused_fraction: window.paused_fraction(group.flow.paused_ns),
+        sent: group.flow.sent,
+        received: group.flow.recv,
+        active: group.paused,
+        requested: group.stop_requested,
+    }
+}
+
+fn apply(inner: &Inner) -> ApplyStatus {
+    let w = &inner.window;
+    ApplyStatus {
+        deps_distance: w.deps_distance.mean(),
+        out_of_order_entry: w.apply_out_of_order_entry.fraction(),
+        out_of_order_leave: w.apply_out_of_order_leave.fraction(),
+        apply_window: w.apply_window.mean(),
+        apply_waits: inner.counters.apply_waits,
+        commit_window: w.commit_window.mean(),
+        cert_index_size: inner.cert_index_size as u64,
+        cert_interval: w.cert_interval.mean(),
+    }
+}
+
+/// Client connections with a local transaction or a TOI statement open.
+fn open_connections(inner: &Inner) -> u64 {
+    inner
+        .trxs
+        .values()
+        .map(|t| t.conn_id)
+        .chain(inner.toi_by_conn.keys().copied())
+        .collect::<HashSet<u64>>()
+        .len() as u64
+}
