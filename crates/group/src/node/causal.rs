@@ -1,0 +1,58 @@
+//! Causal reads: Raft's read index asked of the leader, answered in delivery order once
+//! this member applied that index.
+
+use super::delivery::Delivery;
+use super::GroupNode;
+
+impl GroupNode {
+    /// Asks for the point a causal read must wait for (Raft's read index, so the leader
+    /// confirms it still leads before answering). The answer is a [`Delivery::Causal`]
+    /// with this `id`, in delivery order. Unanswered asks are repeated; an ask made while
+    /// the node is not in a primary component is answered once it is again, or never, so
+    /// the caller keeps its own timeout.
+    pub fn causal_read(&mut self, id: u64) {
+        if self.closed {
+            return;
+        }
+        self.causal_asked.insert(id, self.tick);
+        self.raw.read_index(id.to_be_bytes().to_vec());
+    }
+
+    /// Delivers the causal reads whose read index is applied: the seqnos of every entry up
+    /// to it are assigned by now, so the last of them is the point to wait for.
+    pub(super) fn answer_causal_reads(&mut self) {
+        if self.causal_ready.is_empty() {
+            return;
+        }
+        let applied = self.raw.raft.raft_log.applied;
+        let seqno = self.last_delivered;
+        let mut answered = Vec::new();
+        self.causal_ready.retain(|&(id, index)| {
+            let done = index <= applied;
+            if done {
+                answered.push(id);
+            }
+            !done
+        });
+        for id in answered {
+            self.deliveries.push_back(Delivery::Causal { id, seqno });
+        }
+    }
+
+    /// Asks again for the causal reads Raft dropped (no leader, or a new leader that has not
+    /// committed in its term yet).
+    pub(super) fn repeat_causal_reads(&mut self) {
+        let tick = self.tick;
+        let every = self.config.election_ticks as u64;
+        let due: Vec<u64> = self
+            .causal_asked
+            .iter()
+            .filter(|(_, &asked)| tick >= asked + every)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            self.causal_asked.insert(id, tick);
+            self.raw.read_index(id.to_be_bytes().to_vec());
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Control actions this member orders for the group (its node state, flow-control wish,
+//! commit cut, cache reach), paced so that only a changed wish goes at once.
+
+use base::{NodeState, Seqno};
+
+use super::GroupNode;
+use crate::config::GroupConfig;
+use crate::state::{Control, LogEntry};
+use crate::wire::WireMessage;
+
+/// Ticks between two reports of this member's committed seqno.
+const COMMITTED_REPORT_TICKS: u64 = 5;
+
+/// When each kind of control message was last sent, so that a change goes out at once
+/// and a repeat waits.
+#[derive(Default)]
+pub(super) struct ControlPacing {
+    pub(super) state: LastSent<NodeState>,
+    pub(super) flow: LastSent<bool>,
+    pub(super) committed: Option<u64>,
+    cached: Option<u64>,
+    pub(super) votes: Option<u64>,
+}
+
+/// The last value sent of one kind of control message, and the tick it went.
+pub(super) struct LastSent<T>(Option<(T, u64)>);
+
+impl<T> Default for LastSent<T> {
+    fn default() -> Self {
+        LastSent(None)
+    }
+}
+
+impl<T: PartialEq + Copy> LastSent<T> {
+    /// True (and recorded as sent) if `value` differs from the last one sent, or the last
+    /// send is `every_ticks` old.
+    pub(super) fn due(&mut self, value: T, tick: u64, every_ticks: u64) -> bool {
+        let due = match self.0 {
+            Some((last, at)) => last != value || tick >= at + every_ticks,
+            None => true,
+        };
+        if due {
+            self.0 = Some((value, tick));
+        }
+        due
+    }
+}
+
+/// True when an action last done at `last` (never, if `None`) may be repeated at `tick`.
+pub(super) fn is_due(last: Option<u64>, tick: u64, every_ticks: u64) -> bool {
+    last.is_none_or(|t| tick >= t + every_ticks)
+}
+
+impl GroupNode {
+    pub(super) fn send_controls(&mut self) {
+        if !self.member || !self.primary {
+            return;
+        }
+        let may_pause = self.local_state.may_send_flow_control();
+        let members = self.state.members.len();
+        if may_pause
+            && !self.stop_wanted
+            && self.apply_queue_len > self.config.fc_stop_above(members)
+        {
+            self.stop_wanted = true;
+            self.flow.sent += 1;
+        } else if self.stop_wanted
+            && (!may_pause || self.apply_queue_len <= self.config.fc_resume_at(members))
+        {
+            self.stop_wanted = false;
+            self.flow.sent += 1;
+        }
+        let me = self.me.raft_id;
+        let Some(record) = self.state.members.get(&me) else {
+            return;
+        };
+        let (tick, resend) = (self.tick, self.config.resend_ticks);
+        let mut wanted = Vec::new();
+        // A changed wish goes out at once; the same wish is repeated only after
+        // `resend_ticks`, in case the leader lost it. A resume that waited for the stop's
+        // resend timer would pause the whole group for that long.
+        if record.state != self.local_state && self.pacing.state.due(self.local_state, tick, resend)
+        {
+            wanted.push(Control::State(me, self.local_state));
+        }
+        let stopped = self.state.paused_by.contains(&me);
+        if self.stop_wanted != stopped && self.pacing.flow.due(self.stop_wanted, tick, resend) {
+            wanted.push(if self.stop_wanted {
+                Control::FlowStop(me)
+            } else {
+                Control::FlowResume(me)
+            });
+        }
+        let reported = self
+            .state
+            .committed
+            .get(&me)
+            .copied()
+            .unwrap_or(Seqno::UNDEFINED);
+        // The commit cut only drives purging, so progress reports are paced, not immediate.
+        if self.committed > reported
+            && self.committed <= self.state.last_seqno
+            && is_due(self.pacing.committed, tick, COMMITTED_REPORT_TICKS)
+        {
+            self.pacing.committed = Some(tick);
+            wanted.push(Control::Committed(me, self.committed));
+        }
+        let cached = self.state.cached_from.get(&me).copied();
+        if cached != Some(self.cached_from)
+            && is_due(self.pacing.cached, tick, COMMITTED_REPORT_TICKS)
+        {
+            self.pacing.cached = Some(tick);
+            wanted.push(Control::Cached(me, self.cached_from));
+        }
+        wanted.extend(self.votes_due());
+        for control in wanted {
+            if self.is_leader() {
+                self.propose_entry(&LogEntry::Control(control));
+            } else {
+                self.send_to_leader(&WireMessage::Control(control));
+            }
+        }
+    }
+
+    /// Reports the node's last committed seqno (its part of the commit cut).
+    pub fn report_committed(&mut self, seqno: Seqno) {
+        self.committed = self.committed.max(seqno);
+    }
+
+    /// Reports the oldest seqno this node's write-set cache holds (`UNDEFINED`: none), so
+    /// that donor selection can prefer a member that can serve a joiner's IST.
+    pub fn report_cached(&mut self, seqno: Seqno) {
+        self.cached_from = seqno;
+    }
+
+    /// Takes new values of the options that may change while running (timeouts, flow control
+    /// and `repl.max_ws_size`); the others keep their values. The caller validated `config`.
+    pub fn reconfigure(&mut self, config: &GroupConfig) {
+        self.config.suspect_timeout = config.suspect_timeout;
+        self.config.inactive_timeout = config.inactive_timeout;
+        self.config.fc_limit = config.fc_limit;
+        self.config.fc_factor = config.fc_factor;
+        self.config.max_ws_size = config.max_ws_size;
+        self.config.ignore_split_brain = config.ignore_split_brain;
+        tracing::info!(
+            suspect = ?config.suspect_timeout,
+            fc_limit = config.fc_limit,
+            fc_factor = config.fc_factor,
+            max_ws_size = config.max_ws_size,
+            ignore_split_brain = config.ignore_split_brain,
+            "group options changed"
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! Flow control: this member's apply queue and state, the group's pause clock, and stops
+//! lifted for members that went silent.
+
+use base::NodeState;
+
+use super::GroupNode;
+use crate::state::{Control, LogEntry};
+
+/// Election timeouts of silence after which the leader lifts a member's flow-control stop
+/// (at the default 100 ms election timeout: half a second, against 5 s for eviction).
+const FLOW_STOP_SILENCE_ELECTIONS: u64 = 5;
+
+impl GroupNode {
+    /// Reports the node's queue of ordered-but-not-committed actions, for flow control.
+    pub fn report_apply_queue(&mut self, queued: u64) {
+        self.apply_queue_len = queued;
+    }
+
+    /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
+    pub fn set_local_state(&mut self, state: NodeState) {
+        self.local_state = state;
+    }
+
+    /// A silent member cannot resume what it stopped: once the leader has not heard from it
+    /// for [`FLOW_STOP_SILENCE_ELECTIONS`] election timeouts, long before eviction, the
+    /// leader lifts its flow-control stop. A member that still wants the stop says so again
+    /// when it is heard (it repeats a wish the group state does not show).
+    pub(super) fn lift_silent_flow_stops(&mut self) {
+        let silent: Vec<u64> = self
+            .state
+            .paused_by
+            .iter()
+            .copied()
+            .filter(|id| *id != self.me.raft_id && !self.stops_lifted.contains(id))
+            .filter(|id| self.silent_for(*id, FLOW_STOP_SILENCE_ELECTIONS))
+            .collect();
+        for id in silent {
+            if self.propose_entry(&LogEntry::Control(Control::FlowResume(id))) {
+                tracing::info!(
+                    member = id,
+                    "member silent with flow control stopped: lifting its stop"
+                );
+                self.stops_lifted.insert(id);
+            }
+        }
+    }
+
+    pub(super) fn update_pause_clock(&mut self) {
+        match (self.state.is_paused(), self.paused_since) {
+            (true, None) => self.paused_since = Some(self.now),
+            (false, Some(since)) => {
+                self.flow.paused_ns += self.now.since(since);
+                self.paused_since = None;
+            }
+            _ => {}
+        }
+    }
+}

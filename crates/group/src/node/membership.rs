@@ -1,0 +1,280 @@
+//! Membership changes, one at a time: members added and removed through Raft, a clean
+//! leave, and the eviction of members silent for too long.
+
+use protobuf::Message as _;
+use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType};
+
+use super::controls::is_due;
+use super::delivery::{Delivery, View};
+use super::GroupNode;
+use crate::check::MemberChange;
+use crate::state::MemberInfo;
+use crate::vote::VoteDecision;
+use crate::wire::WireMessage;
+use crate::{check, wire};
+
+pub(super) enum ConfOp {
+    Add(MemberInfo),
+    Remove(u64),
+}
+
+pub(super) struct Leaving {
+    last_request_tick: Option<u64>,
+    removal_seen_tick: Option<u64>,
+}
+
+/// Members that left recently are remembered this long (by count) to tell them so.
+pub(super) const DEPARTED_REMEMBERED: usize = 16;
+
+impl GroupNode {
+    /// Applies an ordered membership change; false if it was skipped. A change Trireme
+    /// would not propose (checked on receipt, so only a bug gets here) or one raft-rs
+    /// refuses (removing the last voter) is skipped alike on every member.
+    pub(super) fn apply_conf_change(&mut self, entry: &Entry) -> bool {
+        let applied = check::decode_conf_change(entry).and_then(|(change, member_change)| {
+            let conf_state = self
+                .raw
+                .apply_conf_change(&change)
+                .map_err(|e| e.to_string())?;
+            Ok((conf_state, member_change))
+        });
+        let (conf_state, member_change) = match applied {
+            Ok(applied) => applied,
+            Err(reason) => {
+                tracing::error!(index = entry.index, reason, "membership change skipped");
+                return false;
+            }
+        };
+        self.raw.mut_store().set_conf_state(conf_state);
+        let mut decisions = Vec::new();
+        let (added_me, removed_me) = match member_change {
+            MemberChange::Add(info) => {
+                let added_me = info.raft_id == self.me.raft_id;
+                self.add_member(info);
+                (added_me, false)
+            }
+            MemberChange::Remove(id) => {
+                let (removed_me, decided) = self.remove_member(id);
+                decisions = decided;
+                (false, removed_me)
+            }
+        };
+        let seqno = self.state.next_seqno();
+        self.state.view_id += 1;
+        self.update_pause_clock();
+        if added_me && !self.member {
+            // Our own join view: delivery starts here, everything before it comes by state
+            // transfer. (Usually a joiner first gets a snapshot that already lists it.)
+            self.member = true;
+            self.last_delivered = seqno.prev();
+        }
+        if self.member && !removed_me {
+            let view = self.view(self.primary || self.is_leader(), true, seqno);
+            self.deliver(Delivery::View(view));
+        }
+        for decision in decisions {
+            self.deliver_decision(decision);
+        }
+        if removed_me {
+            self.lose_membership();
+        }
+        true
+    }
+
+    /// Adds a member to the group state.
+    fn add_member(&mut self, info: MemberInfo) {
+        self.known_addresses.remove(&info.raft_id);
+        if info.raft_id != self.me.raft_id && self.member {
+            self.unheard.insert(info.raft_id);
+        }
+        self.state.add_member(info);
+    }
+
+    /// Removes a member from the group state; true if it is this node, with the votes its
+    /// departure decided.
+    fn remove_member(&mut self, raft_id: u64) -> (bool, Vec<VoteDecision>) {
+        if let Some(record) = self.state.members.get(&raft_id) {
+            self.departed.push_back(record.info.clone());
+            if self.departed.len() > DEPARTED_REMEMBERED {
+                self.departed.pop_front();
+            }
+        }
+        let decided = self.state.remove_member(raft_id);
+        self.last_heard.remove(&raft_id);
+        self.unheard.remove(&raft_id);
+        (raft_id == self.me.raft_id, decided)
+    }
+
+    pub(super) fn watch_for_own_removal(&mut self, entries: &[Entry]) {
+        let Some(leaving) = self.leaving.as_mut() else {
+            return;
+        };
+        for entry in entries {
+            if entry.get_entry_type() != EntryType::EntryConfChangeV2 {
+                continue;
+            }
+            let mut change = ConfChangeV2::default();
+            if change.merge_from_bytes(&entry.data).is_err() {
+                continue;
+            }
+            let removes_me = change.get_changes().iter().any(|c| {
+                c.get_change_type() == ConfChangeType::RemoveNode && c.node_id == self.me.raft_id
+            });
+            if removes_me && leaving.removal_seen_tick.is_none() {
+                leaving.removal_seen_tick = Some(self.tick);
+            }
+        }
+    }
+
+    /// Starts a graceful leave: the group shrinks its quorum by this member.
+    pub fn leave(&mut self) {
+        if self.leaving.is_none() {
+            self.leaving = Some(Leaving {
+                last_request_tick: None,
+                removal_seen_tick: None,
+            });
+        }
+    }
+
+    pub(super) fn progress_leave(&mut self) {
+        let Some(leaving) = self.leaving.as_ref() else {
+            return;
+        };
+        if let Some(seen) = leaving.removal_seen_tick {
+            if self.tick >= seen + self.config.leave_grace_ticks {
+                self.close();
+            }
+            return;
+        }
+        let others: Vec<u64> = self
+            .raw
+            .store()
+            .conf_state()
+            .voters
+            .iter()
+            .copied()
+            .filter(|id| *id != self.me.raft_id)
+            .collect();
+        if !self.member || others.is_empty() {
+            self.close();
+            return;
+        }
+        if !is_due(
+            leaving.last_request_tick,
+            self.tick,
+            self.config.resend_ticks,
+        ) {
+            return;
+        }
+        if let Some(leaving) = self.leaving.as_mut() {
+            leaving.last_request_tick = Some(self.tick);
+        }
+        if self.is_leader() {
+            // Hand leadership over first: a leader that removes itself and stops may leave
+            // the others unsure whether the removal was ordered.
+            let progress = self.raw.raft.prs();
+            let best = others
+                .iter()
+                .copied()
+                .max_by_key(|id| progress.get(*id).map_or(0, |p| p.matched))
+                .expect("others is not empty");
+            self.raw.transfer_leader(best);
+        } else {
+            self.send_to_leader(&WireMessage::Leave);
+        }
+    }
+
+    pub(super) fn evict_silent_members(&mut self) {
+        self.lift_silent_flow_stops();
+        let suspect_ticks = self.config.suspect_ticks();
+        let tick = self.tick;
+        let mut silent = Vec::new();
+        for id in self
+            .state
+            .members
+            .keys()
+            .copied()
+            .filter(|id| *id != self.me.raft_id)
+        {
+            // A member the leader has no record of (just added) starts its clock now.
+            let heard = *self.last_heard.entry(id).or_insert(tick);
+            if tick.saturating_sub(heard) > suspect_ticks && self.others_hold_state(id) {
+                silent.push(id);
+            }
+        }
+        for id in silent {
+            if self.queue_removal(id) {
+                tracing::info!(
+                    member = id,
+                    "member silent past evs.suspect_timeout: evicting"
+                );
+            }
+        }
+    }
+
+    /// Queues the removal of member `id` unless it is queued already; true if queued now.
+    pub(super) fn queue_removal(&mut self, id: u64) -> bool {
+        let queued = self
+            .conf_queue
+            .iter()
+            .any(|op| matches!(op, ConfOp::Remove(queued) if *queued == id));
+        if !queued {
+            self.conf_queue.push_back(ConfOp::Remove(id));
+        }
+        !queued
+    }
+
+    pub(super) fn propose_conf_change(&mut self) {
+        let raft = &self.raw.raft;
+        if raft.pending_conf_index > raft.raft_log.applied {
+            return;
+        }
+        while let Some(op) = self.conf_queue.pop_front() {
+            let (change_type, node_id, context) = match &op {
+                ConfOp::Add(info) if !self.state.members.contains_key(&info.raft_id) => (
+                    ConfChangeType::AddNode,
+                    info.raft_id,
+                    wire::bincode_encode(info),
+                ),
+                ConfOp::Remove(id) if self.state.members.contains_key(id) => {
+                    (ConfChangeType::RemoveNode, *id, Vec::new())
+                }
+                _ => continue,
+            };
+            let mut single = ConfChangeSingle::default();
+            single.set_change_type(change_type);
+            single.node_id = node_id;
+            let mut change = ConfChangeV2::default();
+            change.mut_changes().push(single);
+            if self.raw.propose_conf_change(context, change).is_err() {
+                self.conf_queue.push_front(op);
+            }
+            return;
+        }
+    }
+
+    pub(super) fn lose_membership(&mut self) {
+        let evicted = self.leaving.is_none() && !self.closed;
+        self.member = false;
+        self.primary = false;
+        let view = View {
+            cluster: self.state.cluster,
+            seqno: self.last_delivered,
+            view_id: self.state.view_id,
+            primary: false,
+            ordered: false,
+            members: Vec::new(),
+            own_index: None,
+            membership: self.me.raft_id,
+        };
+        self.deliver_view(view);
+        if self.leaving.is_some() {
+            self.close();
+        } else if evicted {
+            // Removed without asking: the others stopped hearing us. Start over as a new
+            // member once this Ready is handled; our data comes back by state transfer.
+            tracing::info!(me = self.me.raft_id, "removed from the view: rejoining");
+            self.rejoin_due = true;
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! State transfer requests through the total order: this joiner's request, resent until
+//! ordered; a donor's report that the transfer failed.
+
+use super::controls::is_due;
+use super::GroupNode;
+use crate::state::{Control, LogEntry, StateRequest};
+use crate::wire::WireMessage;
+
+impl GroupNode {
+    /// Asks the group for state transfer (ordered; the chosen donor is told). Call again
+    /// to retry, for example when no donor was available.
+    pub fn request_state(&mut self, mut request: StateRequest) {
+        self.continue_numbering();
+        request.joiner = self.me.raft_id;
+        self.next_state_request_id += 1;
+        request.request_id = self.next_state_request_id;
+        // Sent by `send_state_request` now and again until it is ordered: a request that
+        // reached no leader (none elected, or it just died) must not leave the joiner
+        // waiting forever.
+        self.state_request = Some((request, None));
+    }
+
+    pub(super) fn send_state_request(&mut self) {
+        let (tick, every) = (self.tick, self.config.resend_ticks);
+        let Some((request, last_sent)) = self.state_request.as_mut() else {
+            return;
+        };
+        if !self.member || !is_due(*last_sent, tick, every) {
+            return;
+        }
+        *last_sent = Some(tick);
+        let entry = Control::StateRequest(request.clone());
+        if self.is_leader() {
+            self.propose_entry(&LogEntry::Control(entry));
+        } else {
+            self.send_to_leader(&WireMessage::Control(entry));
+        }
+    }
+
+    /// Tells `joiner` (Raft id) that this donor could not send the snapshot it was chosen
+    /// for. Ordered, so it reaches the joiner wherever the leader is.
+    pub fn transfer_failed(&mut self, joiner: u64) {
+        let control = Control::TransferFailed(self.me.raft_id, joiner);
+        if self.is_leader() {
+            self.propose_entry(&LogEntry::Control(control));
+        } else {
+            self.send_to_leader(&WireMessage::Control(control));
+        }
+    }
+
+    /// A member's name (a member that just left too), else its Raft id.
+    pub(super) fn member_name(&self, raft_id: u64) -> String {
+        let departed = || self.departed.iter().rev().find(|d| d.raft_id == raft_id);
+        self.state
+            .members
+            .get(&raft_id)
+            .map(|m| &m.info)
+            .or_else(departed)
+            .map_or_else(|| raft_id.to_string(), |info| info.name.clone())
+    }
+}
