@@ -88,7 +88,7 @@ impl Replicator {
         inner.connection += 1;
         inner.closing = false;
         inner.leaving = false;
-        inner.state = NodeState::Open;
+        inner.shift(NodeState::Open, &*self.shared.app);
         inner.donor_names = donor_names.to_owned();
         Ok(())
     }
@@ -423,7 +423,7 @@ impl Replicator {
         forget_membership(&self.shared);
         let mut inner = lock(&self.shared.inner);
         if inner.connected {
-            inner.close_with_final_view();
+            inner.close_with_final_view(&*self.shared.app);
             inner.runner = None;
             drop(inner);
             self.save_final_state(last_member);

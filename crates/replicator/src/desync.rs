@@ -7,6 +7,7 @@ use base::{NodeState, Seqno};
 
 use crate::app::LogLevel;
 use crate::commit::STALL_REPORT_AFTER;
+use crate::dispatcher::SYNCED_QUEUE_MAX;
 use crate::error::ReplicatorError;
 use crate::shared::lock;
 use crate::Replicator;
@@ -17,10 +18,7 @@ impl Replicator {
         let mut inner = lock(&self.shared.inner);
         inner.desync_count += 1;
         if inner.state == NodeState::Synced {
-            inner.state = NodeState::Donor;
-            if let Some(runner) = inner.runner.as_ref() {
-                let _ = runner.set_local_state(NodeState::Donor);
-            }
+            inner.shift(NodeState::Donor, &*self.shared.app);
         }
     }
 
@@ -29,9 +27,12 @@ impl Replicator {
         let mut inner = lock(&self.shared.inner);
         inner.desync_count = inner.desync_count.saturating_sub(1);
         if inner.desync_count == 0 && inner.state == NodeState::Donor {
-            inner.state = NodeState::Synced;
-            if let Some(runner) = inner.runner.as_ref() {
-                let _ = runner.set_local_state(NodeState::Synced);
+            // Galera's way back: JOINED, then SYNCED once caught up, which a node that only
+            // stopped sending flow control is at once (else the dispatcher finishes it).
+            let app = &*self.shared.app;
+            inner.shift(NodeState::Joined, app);
+            if inner.queue.len() <= SYNCED_QUEUE_MAX {
+                inner.shift(NodeState::Synced, app);
             }
         }
     }

@@ -16,7 +16,7 @@ use writeset::{Bytes, WriteSet};
 use crate::app::{view_info, LogLevel};
 use crate::applier::{RecvEvent, LARGE_WRITE_SET_BYTES};
 use crate::persisted::membership_file_of;
-use crate::shared::{lock, set_group_state, Shared};
+use crate::shared::{lock, Shared};
 use crate::{ist, view_record, vote};
 
 /// From this size on, a write-set's data is decoded as a view of the ordered bytes instead
@@ -25,7 +25,7 @@ const SHARED_DECODE_BYTES: usize = 1 << 20;
 
 /// A JOINED node with at most this many actions queued has caught up and turns SYNCED
 /// (Galera's default `gcs.fc_limit`: from here on its queue is flow control's business).
-const SYNCED_QUEUE_MAX: usize = 16;
+pub(crate) const SYNCED_QUEUE_MAX: usize = 16;
 
 /// Abandoned submission tickets kept for waiters that have not looked yet. A waiter looks
 /// as soon as it is woken, so a few suffice; the bound only keeps tickets nobody waits for
@@ -502,8 +502,7 @@ impl Dispatcher {
             && inner.queue.len() <= SYNCED_QUEUE_MAX
             && inner.desync_count == 0
         {
-            inner.state = NodeState::Synced;
-            set_group_state(&inner, NodeState::Synced);
+            inner.shift(NodeState::Synced, &*self.shared.app);
             inner.queue.push_back(RecvEvent::Synced);
         }
     }

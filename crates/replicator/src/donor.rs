@@ -10,7 +10,7 @@ use group::{NoDonor, StateRequest};
 use crate::app::{LogLevel, RecvContext};
 use crate::applier::RecvEvent;
 use crate::dispatcher::Dispatcher;
-use crate::shared::{lock, set_group_state};
+use crate::shared::lock;
 use crate::{ist, transfer, Replicator};
 
 /// `ECANCELED`: the code a transfer the donor's server refused to start fails with.
@@ -39,8 +39,7 @@ impl Replicator {
         }
         {
             let mut inner = lock(&self.shared.inner);
-            inner.state = NodeState::Donor;
-            set_group_state(&inner, NodeState::Donor);
+            inner.shift(NodeState::Donor, &*self.shared.app);
         }
         let (state, started) = match bypass {
             Some(joiner_position) => {
@@ -83,8 +82,7 @@ impl Replicator {
         }
         let mut inner = lock(&self.shared.inner);
         if inner.state == NodeState::Donor && inner.desync_count == 0 {
-            inner.state = NodeState::Joined;
-            set_group_state(&inner, NodeState::Joined);
+            inner.shift(NodeState::Joined, &*self.shared.app);
         }
         drop(inner);
         self.shared.changed.notify_all();

@@ -13,7 +13,7 @@ use crate::dispatcher::Dispatcher;
 use crate::error::ReplicatorError;
 use crate::joining::{FinishedJoin, JoinStep, RETRY_AFTER};
 use crate::persisted::save_running_state;
-use crate::shared::{lock, monitors_continue_at, set_group_state};
+use crate::shared::{lock, monitors_continue_at};
 use crate::{transfer, Replicator};
 
 /// Requests without a donor (one a second) before the joiner warns that it still has none.
@@ -277,8 +277,7 @@ impl Dispatcher {
         self.release_held(position, applied_upto);
         let mut inner = lock(&self.shared.inner);
         inner.joining = None;
-        inner.state = NodeState::Joined;
-        set_group_state(&inner, NodeState::Joined);
+        inner.shift(NodeState::Joined, &*self.shared.app);
         let cluster = inner.cluster;
         drop(inner);
         save_running_state(&self.shared, cluster, false);

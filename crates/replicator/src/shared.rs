@@ -11,7 +11,7 @@ use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
 use transport::RunnerHandle;
 
 use crate::addresses::Reachable;
-use crate::app::{Application, MemberOut, ViewInfo, PROTOCOL_VERSION};
+use crate::app::{Application, LogLevel, MemberOut, ViewInfo, PROTOCOL_VERSION};
 use crate::applier::RecvEvent;
 use crate::averages::Window;
 use crate::joining::Joining;
@@ -155,7 +155,7 @@ impl Inner {
 
     /// Hands the server the final view of a disconnected node (no members) and marks the
     /// connection closed: the appliers return once they have passed it on.
-    pub(crate) fn close_with_final_view(&mut self) {
+    pub(crate) fn close_with_final_view(&mut self, app: &dyn Application) {
         let final_view = ViewInfo {
             state_id: Gtid {
                 cluster: self.cluster,
@@ -174,7 +174,7 @@ impl Inner {
         self.closing = true;
         self.connected = false;
         self.primary = false;
-        self.state = NodeState::Closed;
+        self.shift(NodeState::Closed, app);
     }
 
     /// What this node reports as committed for the commit cut, below which every member
@@ -239,9 +239,36 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-pub(crate) fn set_group_state(inner: &Inner, state: NodeState) {
-    if let Some(runner) = inner.runner.as_ref() {
-        let _ = runner.set_local_state(state);
+impl Inner {
+    /// Moves the node to `to` through the transition table (`NodeState::ALLOWED`), logs
+    /// it as Galera does (`Shifting SYNCED -> DONOR/DESYNCED (TO: 12)`), and tells the group
+    /// of a state it counts (the data states). Staying in a state is no transition.
+    ///
+    /// An illegal transition means this node's idea of its own state is wrong: it fails
+    /// every test (debug builds); a server in production logs it and goes on in `to`
+    /// rather than stop.
+    pub(crate) fn shift(&mut self, to: NodeState, app: &dyn Application) {
+        let from = self.state;
+        if from == to {
+            return;
+        }
+        if let Err(illegal) = self.state.transition(to) {
+            if cfg!(debug_assertions) {
+                panic!("{illegal}");
+            }
+            app.log(
+                LogLevel::Error,
+                &format!("{illegal}: a bug in Trireme's idea of this node's state"),
+            );
+            self.state = to;
+        }
+        let message = format!("Shifting {from} -> {to} (TO: {})", self.last_ordered);
+        app.log(LogLevel::Info, &message);
+        let counted_by_group =
+            !matches!(to, NodeState::Closed | NodeState::Open | NodeState::Primary);
+        if let Some(runner) = self.runner.as_ref().filter(|_| counted_by_group) {
+            let _ = runner.set_local_state(to);
+        }
     }
 }
 

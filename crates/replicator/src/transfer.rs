@@ -17,7 +17,7 @@ use writeset::WriteSet;
 use crate::applier::RecvEvent;
 use crate::ist::{self, Action, ActionKind, Header, IstError, Outcome, RecordReader, FAILED_CERT};
 use crate::joining::Joining;
-use crate::shared::{lock, monitors_continue_at, set_group_state, Shared};
+use crate::shared::{lock, monitors_continue_at, Shared};
 use crate::{view_record, LogLevel};
 
 /// Receive-queue length above which the IST receiver waits for the appliers: a long IST
@@ -518,8 +518,7 @@ pub(crate) fn send_state_request(shared: &Shared, sst_request: Vec<u8>, ist_from
 pub(crate) fn start_rejoin(shared: &Shared, cluster: Uuid, join_seqno: Seqno, position: Seqno) {
     {
         let mut inner = lock(&shared.inner);
-        inner.state = NodeState::Joiner;
-        set_group_state(&inner, NodeState::Joiner);
+        inner.shift(NodeState::Joiner, &*shared.app);
         let mut joining = Joining::new(join_seqno);
         joining.continue_own_state(cluster, position);
         inner.joining = Some(joining);

@@ -14,7 +14,7 @@ use crate::dispatcher::Dispatcher;
 use crate::joining::Joining;
 use crate::membership_file;
 use crate::persisted::save_running_state;
-use crate::shared::{lock, set_group_state, Monitors};
+use crate::shared::{lock, Monitors};
 
 impl Dispatcher {
     /// Keeps, within the gcache's disk budget, what members that left the primary view
@@ -178,11 +178,12 @@ impl Dispatcher {
             return;
         }
         inner.queue.push_back(RecvEvent::Connected(info.clone()));
+        let app = &*self.shared.app;
+        inner.shift(NodeState::Primary, app);
         if !self.bootstrap {
             // Everything up to the join view comes by state transfer; what is ordered
             // from here on is held until the transfer is in place.
-            inner.state = NodeState::Joiner;
-            set_group_state(&inner, NodeState::Joiner);
+            inner.shift(NodeState::Joiner, app);
             inner.joining = Some(Joining::new(view.seqno));
             inner.queue.push_back(RecvEvent::RequestState);
             return;
@@ -190,7 +191,9 @@ impl Dispatcher {
         self.certifier = Some(Certifier::starting_at(CertConfig::default(), view.seqno));
         self.member_of = Some(view.membership);
         *lock(&self.shared.monitors) = Some(Arc::new(Monitors::at(view.seqno.prev())));
-        inner.state = NodeState::Synced;
+        // The founder holds the whole state at once: JOINED and SYNCED in one step.
+        inner.shift(NodeState::Joined, app);
+        inner.shift(NodeState::Synced, app);
         inner.queue.push_back(RecvEvent::View {
             view: info,
             ordered: true,

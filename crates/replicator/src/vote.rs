@@ -252,7 +252,7 @@ pub(crate) fn close_after_inconsistency(shared: &Shared) {
     if !inner.votes.inconsistent || !inner.connected {
         return;
     }
-    inner.close_with_final_view();
+    inner.close_with_final_view(&*shared.app);
     drop(inner);
     shared.changed.notify_all();
 }

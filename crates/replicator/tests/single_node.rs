@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base::{Gtid, KeyType, Seqno};
+use base::{Gtid, KeyType, NodeState, Seqno};
 mod common;
 use common::{certify_row, commit_certified, commit_in_order, move_group_port, settings, wait_for};
 use replicator::{
@@ -135,6 +135,36 @@ fn a_founding_node_commits_local_transactions_in_order() {
         "consecutive seqnos after the view at 1"
     );
     assert_eq!(replicator.last_committed().seqno, Seqno(21));
+    // Node states take Galera's steps through the transition table, each logged as Galera
+    // logs it; desync and resync go through DONOR/DESYNCED and JOINED.
+    replicator.desync();
+    assert_eq!(replicator.status().state, NodeState::Donor);
+    replicator.resync();
+    assert_eq!(
+        replicator.status().state,
+        NodeState::Synced,
+        "nothing queued"
+    );
+    let shifts: Vec<String> = server
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.strip_prefix("log Shifting "))
+        .map(|s| s.split(" (TO").next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        shifts,
+        [
+            "CLOSED -> OPEN",
+            "OPEN -> PRIMARY",
+            "PRIMARY -> JOINED",
+            "JOINED -> SYNCED",
+            "SYNCED -> DONOR/DESYNCED",
+            "DONOR/DESYNCED -> JOINED",
+            "JOINED -> SYNCED"
+        ]
+    );
     // TOI: a full barrier that holds commit order until it ends.
     let toi =
         replicator.to_execute_start(7, vec![vec![b"db".to_vec(), b"t".to_vec()]], b"ALTER", 0x41);
