@@ -82,15 +82,18 @@ pub unsafe fn fill_function_table(table: &mut wsrep_t) {
     table.ctx = std::ptr::null_mut();
 }
 
-/// Runs `body` on the instance's replicator: `WSREP_NODE_FAIL` before `init`, and every
-/// failure of [`with_instance`] (null handle, freed or poisoned instance, panic).
+/// Runs `body` on the instance's replicator: the one guard of the entry points that need
+/// it. `not_connected` is what the call answers before `init` made a replicator (each
+/// answers as Galera's does); every failure of [`with_instance`] (null handle, freed or
+/// poisoned instance, panic) is `WSREP_FATAL`.
 fn with_replicator(
     wsrep: *mut wsrep_t,
+    not_connected: wsrep_status_t,
     body: impl FnOnce(&Replicator) -> wsrep_status_t,
 ) -> wsrep_status_t {
     with_instance(wsrep, WSREP_FATAL, |instance| match instance.replicator() {
         Some(replicator) => body(&replicator),
-        None => WSREP_NODE_FAIL,
+        None => not_connected,
     })
 }
 
@@ -409,17 +412,14 @@ unsafe extern "C" fn connect(
 }
 
 unsafe extern "C" fn disconnect(wsrep: *mut wsrep_t) -> wsrep_status_t {
-    with_replicator(wsrep, |replicator| {
+    with_replicator(wsrep, WSREP_NODE_FAIL, |replicator| {
         replicator.disconnect();
         WSREP_OK
     })
 }
 
 unsafe extern "C" fn recv(wsrep: *mut wsrep_t, recv_ctx: *mut c_void) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_NODE_FAIL;
-        };
+    with_replicator(wsrep, WSREP_NODE_FAIL, |replicator| {
         match replicator.recv(RecvContext(recv_ctx as usize)) {
             Ok(()) => WSREP_OK,
             // As Galera's: the node left because its data differs from the cluster's.
@@ -559,10 +559,7 @@ unsafe extern "C" fn replay_trx(
     ws_handle: *const wsrep_ws_handle_t,
     trx_ctx: *mut c_void,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         if ws_handle.is_null() {
             return WSREP_TRX_MISSING;
         }
@@ -581,10 +578,7 @@ unsafe extern "C" fn abort_certification(
     victim_trx: wsrep_trx_id_t,
     victim_seqno: *mut wsrep_seqno_t,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_OK;
-        };
+    with_replicator(wsrep, WSREP_OK, |replicator| {
         match replicator.abort_certification(Seqno(bf_seqno), victim_trx) {
             AbortOutcome::Aborted => WSREP_OK,
             AbortOutcome::NotAllowed(seqno) => {
@@ -603,10 +597,7 @@ unsafe extern "C" fn rollback(
     trx: wsrep_trx_id_t,
     data: *const wsrep_buf_t,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         match replicator.rollback(trx, buf(data)) {
             Ok(()) => WSREP_OK,
             Err(_) => WSREP_CONN_FAIL,
@@ -622,10 +613,7 @@ unsafe extern "C" fn append_key(
     key_type: wsrep_key_type_t,
     _copy: wsrep_bool_t,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         let Some(kind) = u8::try_from(key_type).ok().and_then(KeyType::from_u8) else {
             return WSREP_NODE_FAIL;
         };
@@ -659,10 +647,7 @@ unsafe extern "C" fn append_data(
     data_type: wsrep_data_type_t,
     _copy: wsrep_bool_t,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         if ws_handle.is_null() {
             return WSREP_NODE_FAIL;
         }
@@ -684,10 +669,7 @@ unsafe extern "C" fn sync_wait(
     tout: c_int,
     gtid: *mut wsrep_gtid_t,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         let target = if upto.is_null() {
             None
         } else {
@@ -748,10 +730,7 @@ unsafe extern "C" fn to_execute_start(
     flags: u32,
     meta: *mut wsrep_trx_meta_t,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         if keys.is_null() && keys_num > 0 {
             return WSREP_NODE_FAIL;
         }
@@ -783,10 +762,7 @@ unsafe extern "C" fn to_execute_end(
     conn_id: wsrep_conn_id_t,
     error: *const wsrep_buf_t,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         // The statement's own error is the server's to report; a lost vote is logged and
         // the node leaves. Galera's `to_execute_end` succeeds either way, and MariaDB warns
         // of a failed TOI end otherwise.
@@ -821,10 +797,7 @@ unsafe extern "C" fn sst_sent(
     state_id: *const wsrep_gtid_t,
     rcode: c_int,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         if state_id.is_null() {
             return WSREP_NODE_FAIL;
         }
@@ -840,10 +813,7 @@ unsafe extern "C" fn sst_received(
     _state: *const wsrep_buf_t,
     rcode: c_int,
 ) -> wsrep_status_t {
-    with_instance(wsrep, WSREP_FATAL, |instance| {
-        let Some(replicator) = instance.replicator() else {
-            return WSREP_CONN_FAIL;
-        };
+    with_replicator(wsrep, WSREP_CONN_FAIL, |replicator| {
         if state_id.is_null() {
             return WSREP_NODE_FAIL;
         }
@@ -932,21 +902,21 @@ unsafe extern "C" fn pause(wsrep: *mut wsrep_t) -> wsrep_seqno_t {
 }
 
 unsafe extern "C" fn resume(wsrep: *mut wsrep_t) -> wsrep_status_t {
-    with_replicator(wsrep, |replicator| {
+    with_replicator(wsrep, WSREP_NODE_FAIL, |replicator| {
         replicator.resume();
         WSREP_OK
     })
 }
 
 unsafe extern "C" fn desync(wsrep: *mut wsrep_t) -> wsrep_status_t {
-    with_replicator(wsrep, |replicator| {
+    with_replicator(wsrep, WSREP_NODE_FAIL, |replicator| {
         replicator.desync();
         WSREP_OK
     })
 }
 
 unsafe extern "C" fn resync(wsrep: *mut wsrep_t) -> wsrep_status_t {
-    with_replicator(wsrep, |replicator| {
+    with_replicator(wsrep, WSREP_NODE_FAIL, |replicator| {
         replicator.resync();
         WSREP_OK
     })
