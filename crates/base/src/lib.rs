@@ -3,6 +3,7 @@
 //! Nothing here does I/O, reads a clock or draws unseeded randomness: time arrives as
 //! [`Nanos`] values and randomness through a [`SeededRng`] the caller constructs.
 
+pub mod grastate;
 pub mod node_state;
 
 use std::fmt;

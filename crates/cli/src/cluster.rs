@@ -9,11 +9,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use base::grastate::{self, SavedState};
+use base::{Gtid, Uuid};
 
 use crate::config::{
     ClusterConfig, SstMethod, CONFIG_FILE, DEFAULT_BASE_PORT, DEFAULT_NODES, SERVER_USER,
 };
-use crate::grastate::{self, GraState};
 use crate::hosts::{self, HostNetwork};
 use crate::sys::{self, wait_until};
 
@@ -633,10 +634,10 @@ impl Cluster {
             .grastate(node)
             .ok()
             .flatten()
-            .is_some_and(|g| !g.has_position() && g.uuid != NIL_UUID);
+            .is_some_and(|g| !g.has_position() && g.position.cluster != Uuid::NIL);
         let start_position = if crashed {
             match self.wsrep_recover(node) {
-                Ok((uuid, seqno)) if seqno >= 0 => Some(format!("{uuid}:{seqno}")),
+                Ok(position) if position.seqno.is_defined() => Some(position.to_string()),
                 Ok(_) => None,
                 Err(e) => {
                     eprintln!("trireme: warning: node{node}: {e:#}; it will join by SST");
@@ -656,10 +657,10 @@ impl Cluster {
     }
 
     /// Parses `node`'s `grastate.dat`; `None` if the file does not exist.
-    pub fn grastate(&self, node: usize) -> Result<Option<GraState>> {
+    pub fn grastate(&self, node: usize) -> Result<Option<SavedState>> {
         let path = self.config.grastate_path(node);
         match fs::read_to_string(&path) {
-            Ok(text) => GraState::parse(&text)
+            Ok(text) => SavedState::parse(&text)
                 .map(Some)
                 .with_context(|| format!("cannot parse {}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -843,8 +844,8 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// Picks the node to bootstrap a stopped cluster from (see the module docs of
-    /// [`crate::grastate`]), marking it safe to bootstrap when nobody is.
+    /// Picks the node to bootstrap a stopped cluster from (see [`base::grastate`]), marking
+    /// it safe to bootstrap when nobody is.
     fn choose_bootstrap(&self) -> Result<usize> {
         let n = self.config.nodes;
         let mut states = Vec::new();
@@ -863,11 +864,11 @@ impl Cluster {
         let safe = states
             .iter()
             .filter(|(_, g)| g.safe_to_bootstrap)
-            .max_by_key(|(n, g)| (g.seqno, std::cmp::Reverse(*n)));
+            .max_by_key(|(n, g)| (g.position.seqno, std::cmp::Reverse(*n)));
         if let Some((node, g)) = safe {
             eprintln!(
                 "trireme: node{node} is marked safe_to_bootstrap (seqno {})",
-                g.seqno
+                g.position.seqno.0
             );
             return Ok(*node);
         }
@@ -875,11 +876,11 @@ impl Cluster {
         let mut positions = Vec::new();
         for (node, g) in &states {
             if g.has_position() {
-                positions.push((*node, g.seqno));
+                positions.push((*node, g.position.seqno.0));
                 continue;
             }
             match self.wsrep_recover(*node) {
-                Ok((_, seqno)) => positions.push((*node, seqno)),
+                Ok(position) => positions.push((*node, position.seqno.0)),
                 Err(e) => eprintln!("trireme: warning: node{node}: {e:#}"),
             }
         }
@@ -908,7 +909,7 @@ impl Cluster {
 
     /// Runs `mariadbd --wsrep-recover` on a stopped node and returns the recovered position
     /// (cluster uuid, seqno).
-    fn wsrep_recover(&self, node: usize) -> Result<(String, i64)> {
+    fn wsrep_recover(&self, node: usize) -> Result<Gtid> {
         eprintln!("trireme: node{node} has no saved position: running mariadbd --wsrep-recover");
         let log = self.config.node_dir(node).join("wsrep-recover.log");
         fs::write(&log, "")?;
@@ -928,9 +929,9 @@ impl Cluster {
         let status = sys::run_logged(&mut cmd, &out, self.timeouts.tool)?;
         let text = fs::read_to_string(&log).unwrap_or_default();
         match grastate::parse_recovered_position(&text) {
-            Some((uuid, seqno)) => {
-                eprintln!("trireme: node{node} recovered position {uuid}:{seqno}");
-                Ok((uuid.to_string(), seqno))
+            Some(position) => {
+                eprintln!("trireme: node{node} recovered position {position}");
+                Ok(position)
             }
             None => bail!(
                 "mariadbd --wsrep-recover ({status}) printed no position; see {}",
@@ -1220,9 +1221,6 @@ impl Cluster {
             .with_context(|| format!("cannot chown {} to {user}", path.display()))
     }
 }
-
-/// The uuid `grastate.dat` holds before a node ever had a position.
-const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
 
 /// How long a port may stay taken before `check_ports` gives up: a server killed a moment
 /// ago (SIGKILL returns before the kernel has closed its sockets) frees its ports within

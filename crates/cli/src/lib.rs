@@ -28,7 +28,6 @@ mod cluster;
 mod compare;
 pub mod config;
 pub mod garbage;
-pub mod grastate;
 pub mod hosts;
 pub mod load;
 pub mod net_load;
@@ -43,7 +42,6 @@ pub use cluster::{
 };
 pub use compare::{Comparison, RestOptions, TableComparison};
 pub use config::{ClusterConfig, NodePorts, SstMethod};
-pub use grastate::GraState;
 
 /// The first base port at or above `start` (stepping by 1000, below 32768 so that no port
 /// falls in Linux's ephemeral range) whose every port for an `nodes`-node cluster is free

@@ -73,9 +73,9 @@ fn three_node_cluster_replicates_and_restarts() {
         let g = cluster.grastate(1).unwrap().expect("node1 grastate.dat");
         assert!(g.safe_to_bootstrap, "node1 stopped last: {g:?}");
         assert!(
-            g.seqno >= committed,
+            g.position.seqno.0 >= committed,
             "saved seqno {} < committed {committed}",
-            g.seqno
+            g.position.seqno.0
         );
     }
 

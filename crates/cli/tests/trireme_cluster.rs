@@ -437,9 +437,8 @@ fn a_three_node_cluster_on_trireme() {
         .map(|n| cluster.grastate(n).unwrap().expect("grastate.dat written"))
         .collect();
     assert!(
-        saved
-            .iter()
-            .all(|g| g.seqno >= committed && history.ends_with(&g.uuid)),
+        saved.iter().all(|g| g.position.seqno.0 >= committed
+            && history.ends_with(&g.position.cluster.to_string())),
         "every node saved its position in the history: {saved:?}"
     );
     assert_eq!(

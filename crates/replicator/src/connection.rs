@@ -16,10 +16,10 @@ use crate::app::LogLevel;
 use crate::dispatcher::dispatch;
 use crate::error::ReplicatorError;
 use crate::persisted::{forget_membership, membership_file_of, save_running_state, save_state};
-use crate::saved_state::SavedState;
 use crate::settings::parse_cluster_address;
 use crate::shared::{lock, Shared};
 use crate::{cache, saved_state, transfer, vote, Replicator};
+use base::grastate::{SavedState, FILE_NAME};
 
 /// Fault injection for tests: a thread whose name is this variable's value panics as it
 /// starts, to show that a dead provider thread takes the server down loudly.
@@ -261,7 +261,7 @@ impl Replicator {
     /// The saved state (`grastate.dat`), if the node keeps a readable one.
     pub(crate) fn saved_state(&self) -> Option<SavedState> {
         let dir = self.shared.settings.state_dir.as_ref()?;
-        SavedState::load(dir).ok().flatten()
+        saved_state::load(dir).ok().flatten()
     }
 
     /// True when this node's position was cleared by a lost consistency vote (in this
@@ -301,7 +301,7 @@ impl Replicator {
         }
         let settings = &self.shared.settings;
         let saved = match &settings.state_dir {
-            Some(dir) => SavedState::load(dir)
+            Some(dir) => saved_state::load(dir)
                 .map_err(|error| ReplicatorError::SavedState(error.to_string()))?,
             None => None,
         };
@@ -310,7 +310,7 @@ impl Replicator {
                 let path = settings
                     .state_dir
                     .as_ref()
-                    .map(|dir| dir.join(saved_state::FILE_NAME).display().to_string())
+                    .map(|dir| dir.join(FILE_NAME).display().to_string())
                     .unwrap_or_default();
                 return Err(ReplicatorError::UnsafeBootstrap(path));
             }

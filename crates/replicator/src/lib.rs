@@ -62,12 +62,12 @@ pub use addresses::{AddressError, NodeAddresses, Reachable};
 pub use app::{
     Application, ApplyAction, LogLevel, MemberOut, Meta, RecvContext, ViewInfo, PROTOCOL_VERSION,
 };
+pub use base::grastate::SavedState;
 pub use cache::CacheReach;
 pub use error::{AbortOutcome, BfAborted, CertifyOutcome, ReplicatorError};
 pub use gcache::{FreezePurge, GcacheConfig};
 pub use ist::IstError;
 pub use local_trx::DEFAULT_MAX_WRITE_SET_BYTES;
-pub use saved_state::{SavedState, SavedStateError};
 pub use settings::{parse_cluster_address, Settings, DEFAULT_GROUP_PORT};
 pub use status::{ApplyStatus, FlowStatus, QueueStatus, Status, Totals};
 

@@ -4,7 +4,8 @@
 use base::{Gtid, Seqno, Uuid};
 
 use crate::app::LogLevel;
-use crate::saved_state::SavedState;
+use base::grastate::{SavedState, FILE_NAME};
+
 use crate::shared::{lock, Shared};
 use crate::{membership_file, saved_state};
 
@@ -29,11 +30,8 @@ pub(crate) fn save_state(shared: &Shared, state: SavedState) {
     let Some(dir) = &shared.settings.state_dir else {
         return;
     };
-    if let Err(error) = state.store(dir) {
-        let message = format!(
-            "cannot write {}: {error}",
-            dir.join(saved_state::FILE_NAME).display()
-        );
+    if let Err(error) = saved_state::store(&state, dir) {
+        let message = format!("cannot write {}: {error}", dir.join(FILE_NAME).display());
         shared.app.log(LogLevel::Warning, &message);
     }
 }

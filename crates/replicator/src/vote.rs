@@ -12,9 +12,9 @@ use group::vote::{error_code, VoteCode, SUCCESS};
 
 use crate::dispatcher::Dispatcher;
 use crate::persisted::{forget_membership, save_state};
-use crate::saved_state::SavedState;
 use crate::shared::{lock, Inner, Shared};
 use crate::{LogLevel, Replicator, ReplicatorError};
+use base::grastate::SavedState;
 
 /// How often a thread waiting for a decision says so in the log.
 const WAITING_NOTE_EVERY: Duration = Duration::from_secs(10);

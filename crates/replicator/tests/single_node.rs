@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base::grastate::FILE_NAME;
 use base::{Gtid, KeyType, NodeState, Seqno};
 mod common;
 use common::{certify_row, commit_certified, commit_in_order, move_group_port, settings, wait_for};
@@ -19,6 +20,12 @@ use replicator::{
 #[derive(Default)]
 struct FakeServer {
     calls: Mutex<Vec<String>>,
+}
+
+/// The node's `grastate.dat` in `dir`, if there is one.
+fn saved_state(dir: &std::path::Path) -> Option<SavedState> {
+    let text = std::fs::read_to_string(dir.join(FILE_NAME)).ok()?;
+    Some(SavedState::parse(&text).expect("grastate.dat parses"))
 }
 
 /// The calls a fake server received, without the log lines.
@@ -225,9 +232,7 @@ fn a_founding_node_commits_local_transactions_in_order() {
     );
 
     // The last member left cleanly: its saved state is complete and safe to bootstrap.
-    let saved = SavedState::load(state_dir.path())
-        .unwrap()
-        .expect("grastate.dat");
+    let saved = saved_state(state_dir.path()).expect("grastate.dat");
     assert_eq!(saved.position.seqno, Seqno(22));
     assert!(saved.safe_to_bootstrap);
     let history = saved.position.cluster;
@@ -238,7 +243,7 @@ fn a_founding_node_commits_local_transactions_in_order() {
     move_group_port(&mut again);
     let replicator = Arc::new(Replicator::new(server.clone(), again));
     replicator.connect("trireme", "gcomm://", "", true).unwrap();
-    let running = SavedState::load(state_dir.path()).unwrap().unwrap();
+    let running = saved_state(state_dir.path()).expect("grastate.dat");
     assert_eq!(running.position.seqno, Seqno::UNDEFINED, "-1 while running");
     assert!(!running.safe_to_bootstrap);
     let applier = {
@@ -259,15 +264,14 @@ fn a_founding_node_commits_local_transactions_in_order() {
     let _ = applier.join();
 
     // A node that was not the last to leave may not found a cluster.
-    SavedState {
+    let not_last = SavedState {
         position: Gtid {
             cluster: history,
             seqno: Seqno(23),
         },
         safe_to_bootstrap: false,
-    }
-    .store(state_dir.path())
-    .unwrap();
+    };
+    std::fs::write(state_dir.path().join(FILE_NAME), not_last.render()).unwrap();
     let mut refused = settings;
     move_group_port(&mut refused);
     let replicator = Replicator::new(Arc::new(FakeServer::default()), refused);
