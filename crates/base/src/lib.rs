@@ -4,6 +4,7 @@
 //! [`Nanos`] values and randomness through a [`SeededRng`] the caller constructs.
 
 pub mod grastate;
+pub mod marks;
 pub mod node_state;
 
 use std::fmt;

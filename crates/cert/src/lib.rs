@@ -533,6 +533,7 @@ impl Certifier {
         // only matter for write-sets whose conflicts we must find.
         if !toi {
             if last_seen < self.purged_to {
+                base::mark!("cert.too_old_to_certify");
                 return Verdict::Fail(Conflict::TooOld {
                     last_seen,
                     purged_to: self.purged_to,
@@ -555,6 +556,7 @@ impl Certifier {
             // conflict.
             if !toi {
                 if let Some(conflict) = self.find_conflict(ws, last_seen, paths, &mut 0) {
+                    base::mark!("cert.pa_unsafe_write_set_conflicts");
                     return Verdict::Fail(conflict);
                 }
             }

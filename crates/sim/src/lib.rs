@@ -7,10 +7,12 @@
 //! failing seed replays exactly.
 //!
 //! A run has three phases: a fault phase (drops, delays, reordering, duplicates, partitions,
-//! clogged nodes, crashes and restarts, damaged and forged messages, under client load), a
+//! clogged and slow nodes, crashes and restarts (two nodes at once in a cluster of five),
+//! damaged and forged messages, under client load), a
 //! heal (all links restored, crashed nodes restarted) and a liveness phase (the cluster must converge and serve a probe
 //! transaction from every node). Checkers run on every step; see [`Checker`].
 
+pub mod checker;
 pub mod forge;
 pub mod kv;
 pub mod network;
@@ -21,12 +23,12 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::panic::AssertUnwindSafe;
 
 use base::{seeded_rng, KeyType, Nanos, NodeState, SeededRng, Seqno, Uuid};
-use cert::Verdict;
 use group::{Contact, Delivery, GroupConfig, GroupNode};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use writeset::{flags, Key, WriteSet};
 
+use checker::Checker;
 use kv::{decode_ops, encode_ops, Op};
 use network::{Network, NetworkFaults};
 use node::{Donation, Ordered, PendingTransfer, PipelineEntry, SimNode, Stage, TransferPayload};
@@ -43,6 +45,11 @@ const CLIENT_INFLIGHT_MAX: usize = 4;
 const EVENTS_MAX: u64 = 3_000_000;
 /// Polls of one node in a row that may still produce output; more means a livelock.
 const POLL_ROUNDS_MAX: usize = 1_000;
+/// Nodes a cluster needs for two of them to crash at once and the rest keep the quorum.
+const DOUBLE_CRASH_NODES_MIN: usize = 5;
+/// How long one apply takes, microseconds: on a healthy node, and on one made slow.
+const APPLY_US: std::ops::Range<u64> = 50..3_000;
+const SLOW_APPLY_US: std::ops::Range<u64> = 40_000..120_000;
 /// Bursts of forged messages a run's fault phase may hold.
 const FORGERY_BURSTS_MAX: u64 = 8;
 /// Forged messages in one burst, at most.
@@ -97,6 +104,8 @@ pub struct SimReport {
     pub refused_damaged: u64,
     /// Forged messages delivered that the receiver had to refuse (and did).
     pub refused_forgeries: u64,
+    /// Coverage marks hit in the run, by name (see `base::marks`).
+    pub marks: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -114,9 +123,17 @@ enum Fault {
         extra_us: u64,
         for_us: u64,
     },
+    /// One node crashes, or two at once (five nodes only: two of three would take the
+    /// quorum with them for good, as with Galera).
     Crash {
-        slot: usize,
+        slots: Vec<usize>,
         down_us: u64,
+    },
+    /// A node's applies take milliseconds each for a while (a slow disk): its queue grows
+    /// and flow control paces the cluster to it.
+    Slow {
+        slot: usize,
+        for_us: u64,
     },
 }
 
@@ -164,75 +181,6 @@ enum Event {
     EndFaultPhase,
 }
 
-/// The safety checks, fed as the run goes.
-///
-/// - every node delivers the same action at the same seqno;
-/// - every node reaches the same certification verdict for a seqno;
-/// - seqnos reach each node consecutively;
-/// - commits happen in seqno order (checked by the database itself);
-/// - no acknowledged write is lost;
-/// - a causal read waits for at least every write acknowledged before it was asked;
-/// - all synced nodes end with equal database state (checked at the end).
-#[derive(Default)]
-pub struct Checker {
-    delivered: BTreeMap<Seqno, String>,
-    verdicts: BTreeMap<Seqno, Verdict>,
-    acknowledged: Vec<(Seqno, Vec<Op>)>,
-    /// The highest seqno acknowledged to any client so far.
-    highest_acknowledged: Seqno,
-    /// Causal reads in flight: request id -> the highest acknowledged seqno when asked.
-    causal_floors: BTreeMap<u64, Seqno>,
-}
-
-impl Checker {
-    fn delivered(&mut self, slot: usize, seqno: Seqno, digest: String) -> Result<(), String> {
-        agree(&mut self.delivered, slot, seqno, digest, "delivered")
-    }
-
-    fn certified(&mut self, slot: usize, seqno: Seqno, verdict: Verdict) -> Result<(), String> {
-        agree(&mut self.verdicts, slot, seqno, verdict, "certified")
-    }
-
-    fn acknowledge(&mut self, seqno: Seqno, ops: Vec<Op>) {
-        self.highest_acknowledged = self.highest_acknowledged.max(seqno);
-        self.acknowledged.push((seqno, ops));
-    }
-
-    /// A causal read's answer may not be below any write acknowledged before it was asked.
-    fn causal_answered(&mut self, slot: usize, id: u64, seqno: Seqno) -> Result<bool, String> {
-        let Some(floor) = self.causal_floors.remove(&id) else {
-            return Ok(false);
-        };
-        if seqno < floor {
-            return Err(format!(
-                "node {slot}: causal read {id} would wait only for {seqno:?}, but {floor:?} was \
-                 acknowledged before it was asked"
-            ));
-        }
-        Ok(true)
-    }
-}
-
-/// Records what the first node saw at `seqno`; any later node must see the same.
-fn agree<T: PartialEq + std::fmt::Debug>(
-    seen: &mut BTreeMap<Seqno, T>,
-    slot: usize,
-    seqno: Seqno,
-    what: T,
-    verb: &str,
-) -> Result<(), String> {
-    match seen.get(&seqno) {
-        Some(first) if *first != what => Err(format!(
-            "node {slot} {verb} {what:?} at {seqno:?}, another node {verb} {first:?}"
-        )),
-        Some(_) => Ok(()),
-        None => {
-            seen.insert(seqno, what);
-            Ok(())
-        }
-    }
-}
-
 struct Simulation {
     options: SimOptions,
     rng: SeededRng,
@@ -252,12 +200,15 @@ struct Simulation {
 
 /// Runs one seed; `Err` carries the first broken invariant.
 pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SimReport, String> {
+    // A run is one thread's work: the marks counted on it from here on are this run's.
+    base::marks::count_on_this_thread();
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let mut simulation = Simulation::new(seed, options.clone());
         simulation.run()
     }));
+    let marks = base::marks::take();
     match outcome {
-        Ok(result) => result,
+        Ok(result) => result.map(|report| SimReport { marks, ..report }),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<String>()
@@ -521,7 +472,7 @@ impl Simulation {
         for _ in 0..count {
             let at = self.rng.gen_range(200_000..self.options.fault_phase_us);
             let slot = self.rng.gen_range(0..slots);
-            let fault = match self.rng.gen_range(0..4) {
+            let fault = match self.rng.gen_range(0..5) {
                 0 => Fault::Isolate {
                     slot,
                     for_us: self.rng.gen_range(100_000..3_000_000),
@@ -540,9 +491,19 @@ impl Simulation {
                     extra_us: self.rng.gen_range(5_000..100_000),
                     for_us: self.rng.gen_range(100_000..2_000_000),
                 },
-                _ => Fault::Crash {
+                3 => {
+                    let mut crashed = vec![slot];
+                    if slots >= DOUBLE_CRASH_NODES_MIN && self.rng.gen_bool(0.3) {
+                        crashed.push((slot + self.rng.gen_range(1..slots)) % slots);
+                    }
+                    Fault::Crash {
+                        slots: crashed,
+                        down_us: self.rng.gen_range(100_000..2_000_000),
+                    }
+                }
+                _ => Fault::Slow {
                     slot,
-                    down_us: self.rng.gen_range(100_000..2_000_000),
+                    for_us: self.rng.gen_range(200_000..2_000_000),
                 },
             };
             self.sequence += 1;
@@ -794,14 +755,24 @@ impl Simulation {
                 self.network.clog(slot, extra_us);
                 self.schedule(for_us, Event::HealLinks);
             }
-            Fault::Crash { slot, down_us } => {
-                // Crash only a healthy cluster: losing a second member while the first is
+            Fault::Crash { slots, down_us } => {
+                // Crash only a healthy cluster: losing another member while the first are
                 // still being replaced would lose the quorum for good, as with Galera.
                 if self.healthy() {
-                    self.nodes[slot].crash();
-                    self.report.crashes += 1;
-                    self.schedule(down_us, Event::Restart { slot });
+                    if slots.len() > 1 {
+                        base::mark!("sim.two_nodes_crashed_at_once");
+                    }
+                    for slot in slots {
+                        self.nodes[slot].crash();
+                        self.report.crashes += 1;
+                        self.schedule(down_us, Event::Restart { slot });
+                    }
                 }
+            }
+            Fault::Slow { slot, for_us } => {
+                base::mark!("sim.node_made_slow");
+                let node = &mut self.nodes[slot];
+                node.slow_until_us = node.slow_until_us.max(self.now_us + for_us);
             }
         }
         Ok(())
@@ -1208,8 +1179,11 @@ impl Simulation {
             }
         }
         let incarnation = node.incarnation;
+        let slow = node.slow_until_us > self.now_us;
         for seqno in started {
-            let duration = self.rng.gen_range(50..3_000);
+            let duration = self
+                .rng
+                .gen_range(if slow { SLOW_APPLY_US } else { APPLY_US });
             self.schedule(
                 duration,
                 Event::ApplyDone {

@@ -3,6 +3,7 @@
 //! Prints one line per failing seed with the command that replays it, a summary line, and
 //! exits non-zero if any seed failed.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -25,6 +26,9 @@ struct Arguments {
     /// Print a line for every seed, not just the failing ones.
     #[arg(long)]
     verbose: bool,
+    /// Print how often each coverage mark was hit, and in how many seeds.
+    #[arg(long)]
+    marks: bool,
 }
 
 fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
@@ -66,12 +70,23 @@ fn main() -> ExitCode {
     let mut failed = 0u64;
     let mut committed = 0i64;
     let mut causal_reads = 0u64;
+    let mut transfers = 0u64;
+    let mut crashes = 0u64;
+    // Mark -> (hits, seeds that hit it).
+    let mut marks: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
     let count = seeds.end - seeds.start;
     for seed in seeds {
         match run_seed(seed, &options) {
             Ok(report) => {
                 committed += report.committed;
                 causal_reads += report.causal_reads;
+                transfers += report.transfers;
+                crashes += report.crashes;
+                for (mark, hits) in &report.marks {
+                    let entry = marks.entry(mark).or_default();
+                    entry.0 += hits;
+                    entry.1 += 1;
+                }
                 if arguments.verbose {
                     println!("seed {seed}: ok {report:?}");
                 }
@@ -89,9 +104,15 @@ fn main() -> ExitCode {
     }
     println!(
         "sim: {count} seeds, {committed} seqnos committed, {causal_reads} causal reads \
-         checked, {:.1} s",
+         checked, {transfers} state transfers, {crashes} crashes, {} marks hit, {:.1} s",
+        marks.len(),
         started.elapsed().as_secs_f64()
     );
+    if arguments.marks {
+        for (mark, (hits, seeds_hit)) in &marks {
+            println!("sim: mark {mark}: {hits} hits in {seeds_hit} seeds");
+        }
+    }
     println!("sim: {} passed, {failed} failed", count - failed);
     if failed == 0 {
         ExitCode::SUCCESS

@@ -135,6 +135,8 @@ pub struct SimNode {
     pub donation: Option<Donation>,
     /// The last view delivered.
     pub view: Option<View>,
+    /// Until this time (simulated microseconds) its applies are slow (a slow disk).
+    pub slow_until_us: u64,
 }
 
 impl SimNode {
@@ -159,6 +161,7 @@ impl SimNode {
             pending_transfer: None,
             donation: None,
             view: None,
+            slow_until_us: 0,
         }
     }
 

@@ -98,6 +98,7 @@ impl GroupNode {
             .iter()
             .any(|id| *id != self.me.raft_id && !replaced.contains(id));
         if unheard {
+            base::mark!("group.join_put_off_for_an_unheard_member");
             return Err("a member admitted earlier has not been heard from yet");
         }
         let challenge = self.challenge_key.challenge(&info);
@@ -151,6 +152,9 @@ impl GroupNode {
                 "join from the address of a live member refused"
             );
             return Err("a live member listens at this address");
+        }
+        if !earlier.is_empty() {
+            base::mark!("group.member_replaced_by_its_restart");
         }
         Ok(earlier)
     }
@@ -253,6 +257,7 @@ impl GroupNode {
 
     /// Starts over as a new member (a new Raft id, the same UUID) after an eviction.
     pub(super) fn rejoin(&mut self) {
+        base::mark!("group.evicted_member_rejoins");
         if self.member {
             self.member = false;
             self.primary = false;

@@ -51,6 +51,7 @@ impl GroupNode {
             .map(|(&id, _)| id)
             .collect();
         for id in due {
+            base::mark!("group.causal_read_asked_again");
             self.causal_asked.insert(id, tick);
             self.raw.read_index(id.to_be_bytes().to_vec());
         }

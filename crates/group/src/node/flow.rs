@@ -36,6 +36,7 @@ impl GroupNode {
             .collect();
         for id in silent {
             if self.propose_entry(&LogEntry::Control(Control::FlowResume(id))) {
+                base::mark!("group.flow_stop_lifted_for_silence");
                 tracing::info!(
                     member = id,
                     "member silent with flow control stopped: lifting its stop"

@@ -204,6 +204,7 @@ impl GroupNode {
         }
         for id in silent {
             if self.queue_removal(id) {
+                base::mark!("group.silent_member_evicted");
                 tracing::info!(
                     member = id,
                     "member silent past evs.suspect_timeout: evicting"

@@ -181,6 +181,7 @@ impl GroupNode {
     /// new members by state transfer. With the other side doing the same, the cluster is
     /// split in two: what `pc.ignore_sb` accepts.
     fn continue_alone(&mut self) {
+        base::mark!("group.continued_alone");
         // Galera's words (target `wsrep`: logged without the module path), which operators
         // and MariaDB's tests look for.
         tracing::warn!(

@@ -162,6 +162,7 @@ impl GroupNode {
         self.unheard.clear();
         let in_view = self.state.members.contains_key(&self.me.raft_id);
         if was_member && in_view && self.state.last_seqno > self.last_delivered {
+            base::mark!("group.state_gap_after_a_raft_snapshot");
             self.deliveries.push_back(Delivery::StateGap {
                 last_delivered: self.last_delivered,
                 resume_after: self.state.last_seqno,
@@ -169,6 +170,7 @@ impl GroupNode {
             self.last_delivered = self.state.last_seqno;
         } else if !was_member && in_view {
             // The view that added us is already inside the snapshot: we start from it.
+            base::mark!("group.admitted_inside_a_raft_snapshot");
             self.member = true;
             self.last_delivered = self.state.last_seqno;
             let view = self.view(true, false, self.state.last_seqno);
@@ -313,6 +315,7 @@ impl GroupNode {
     /// message may hold), so it waits until they are complete (`snapshot_due`).
     fn take_snapshot(&mut self, index: u64, term: u64) {
         if !self.state.partial.is_empty() {
+            base::mark!("group.snapshot_put_off_for_a_chunked_write_set");
             self.snapshot_due = true;
             return;
         }

@@ -152,6 +152,7 @@ impl GroupNode {
             let last = id + u64::from(pending.chunk.1.saturating_sub(1) - pending.chunk.0);
             !submit_ids.contains(&last)
         });
+        base::mark!("group.unsent_submissions_abandoned");
         self.deliveries
             .push_back(Delivery::Abandoned { submit_ids });
     }
@@ -190,6 +191,9 @@ impl GroupNode {
                 }
                 bytes += pending.payload.len();
                 let same_leader = pending.sent.is_some_and(|(_, sent_to)| sent_to == leader);
+                if pending.sent.is_some() {
+                    base::mark!("group.submission_resent");
+                }
                 pending.sends = if same_leader { pending.sends + 1 } else { 1 };
                 pending.sent = Some((tick, leader));
                 to_send.push(Submission {
