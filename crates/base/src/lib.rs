@@ -3,6 +3,7 @@
 //! Nothing here does I/O, reads a clock or draws unseeded randomness: time arrives as
 //! [`Nanos`] values and randomness through a [`SeededRng`] the caller constructs.
 
+pub mod freeze_purge;
 pub mod grastate;
 pub mod marks;
 pub mod node_state;
@@ -11,6 +12,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use freeze_purge::FreezePurge;
 pub use node_state::{IllegalTransition, NodeState};
 
 /// A global sequence number: the position of an ordered action in the cluster's history.

@@ -1,14 +1,20 @@
 //! The binary form of a [`Certifier`], which a donor sends to a joiner so that the joiner
 //! continues certification exactly where the donor's index stood.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 
 use base::{Seqno, Uuid};
 
-use crate::{CertConfig, Certifier, Index, PathHash, Record, Slots, EMPTY_SLOT};
+use crate::{
+    CertConfig, Certifier, Index, OpenStream, PathHash, PathHashHasher, Record, Slots, StreamId,
+    EMPTY_SLOT,
+};
 
 const MAGIC: [u8; 4] = *b"TRCI";
-const FORMAT_VERSION: u8 = 1;
+/// Version 2 added the open streaming transactions, so that a joiner certifies their next
+/// fragments exactly as every other member does.
+const FORMAT_VERSION: u8 = 2;
 /// Magic, version, max_interval, position, purged_to, last_barrier.
 const HEADER_LEN: usize = 4 + 1 + 4 * 8;
 /// A count field.
@@ -20,6 +26,8 @@ const PATH_LEN: usize = 16;
 const ENTRY_HEAD_LEN: usize = 16 + 1;
 /// An index entry holds at least one slot.
 const MIN_ENTRY_LEN: usize = ENTRY_HEAD_LEN + 8;
+/// Source, transaction id, last fragment, fragments.
+const STREAM_LEN: usize = 16 + 8 + 8 + 8;
 const CRC_LEN: usize = 4;
 /// One mask bit per key type.
 const SLOT_MASK: u8 = 0b1111;
@@ -78,6 +86,10 @@ impl Certifier {
     ///               N entries, by ascending path hash:
     ///                 path hash (u128, 16), slot mask (u8; bit k = key type k is held, never 0),
     ///                 then one seqno (8) per set bit, lowest key type first
+    ///            8  S: open streaming transaction count (u64)
+    ///           40  × S streams, by ascending (source, transaction id):
+    ///                 source uuid (16), transaction id (u64), last fragment (seqno),
+    ///                 fragments certified (u64, at least 1)
     ///            4  CRC32C (u32) of every byte before it
     /// ```
     ///
@@ -94,6 +106,8 @@ impl Certifier {
             + COUNT_LEN
             + ENTRY_HEAD_LEN * entries.len()
             + 8 * slots_held
+            + COUNT_LEN
+            + STREAM_LEN * self.streams.len()
             + CRC_LEN;
 
         let mut out = Vec::with_capacity(len);
@@ -129,6 +143,16 @@ impl Certifier {
             for seqno in slots.0.iter().filter(|seqno| **seqno != EMPTY_SLOT) {
                 out.extend_from_slice(&seqno.to_le_bytes());
             }
+        }
+
+        let mut streams: Vec<(&StreamId, &OpenStream)> = self.streams.iter().collect();
+        streams.sort_unstable_by_key(|((source, trx), _)| (source.0, *trx));
+        out.extend_from_slice(&count(streams.len()).to_le_bytes());
+        for ((source, trx), open) in streams {
+            out.extend_from_slice(&source.0);
+            out.extend_from_slice(&trx.to_le_bytes());
+            out.extend_from_slice(&open.last_fragment.0.to_le_bytes());
+            out.extend_from_slice(&open.fragments.to_le_bytes());
         }
 
         let crc = crc32c::crc32c(&out);
@@ -244,50 +268,11 @@ impl Certifier {
         }
         owned.sort_unstable();
 
-        let entries = input.u64()?;
-        let entries = input.count(entries, MIN_ENTRY_LEN)?;
-        let mut index = Index::default();
-        index.reserve(entries);
-        let mut previous: Option<PathHash> = None;
-        for _ in 0..entries {
-            let path = input.u128()?;
-            if previous.is_some_and(|previous| previous >= path) {
-                return Err(inconsistent(format!(
-                    "index path {path:#034x} is out of order or repeated"
-                )));
-            }
-            previous = Some(path);
-            let mask = input.u8()?;
-            if mask == 0 || mask & !SLOT_MASK != 0 {
-                return Err(inconsistent(format!(
-                    "slot mask {mask:#04x} for index path {path:#034x}"
-                )));
-            }
-            let mut slots = Slots::EMPTY;
-            for (key_type, slot) in slots.0.iter_mut().enumerate() {
-                if mask & (1 << key_type) == 0 {
-                    continue;
-                }
-                let seqno = input.i64()?;
-                if seqno <= purged_to.0 || seqno > position.0 {
-                    return Err(inconsistent(format!(
-                        "index path {path:#034x} is held by seqno {seqno}, outside the \
-                         history window after {purged_to} up to {position}"
-                    )));
-                }
-                if owned.binary_search(&(path, seqno)).is_err() {
-                    return Err(inconsistent(format!(
-                        "index path {path:#034x} is held by seqno {seqno}, which did not \
-                         write it"
-                    )));
-                }
-                *slot = seqno;
-            }
-            index.insert(path, slots);
-        }
+        let index = decode_entries(&mut input, purged_to, position, &owned)?;
+        let streams = decode_streams(&mut input, position)?;
         if !input.rest.is_empty() {
             return Err(inconsistent(format!(
-                "{} bytes after the index entries",
+                "{} bytes after the open streams",
                 input.rest.len()
             )));
         }
@@ -312,9 +297,99 @@ impl Certifier {
             written,
             scratch: Vec::new(),
             states: Vec::new(),
-            streams: Default::default(),
+            streams,
         })
     }
+}
+
+/// The index entries: in ascending path order, each held by seqnos of the history window
+/// that wrote its path.
+fn decode_entries(
+    input: &mut Reader<'_>,
+    purged_to: Seqno,
+    position: Seqno,
+    owned: &[(PathHash, i64)],
+) -> Result<Index, IndexDecodeError> {
+    let entries = input.u64()?;
+    let entries = input.count(entries, MIN_ENTRY_LEN)?;
+    let mut index = Index::default();
+    index.reserve(entries);
+    let mut previous: Option<PathHash> = None;
+    for _ in 0..entries {
+        let path = input.u128()?;
+        if previous.is_some_and(|previous| previous >= path) {
+            return Err(inconsistent(format!(
+                "index path {path:#034x} is out of order or repeated"
+            )));
+        }
+        previous = Some(path);
+        let mask = input.u8()?;
+        if mask == 0 || mask & !SLOT_MASK != 0 {
+            return Err(inconsistent(format!(
+                "slot mask {mask:#04x} for index path {path:#034x}"
+            )));
+        }
+        let mut slots = Slots::EMPTY;
+        for (key_type, slot) in slots.0.iter_mut().enumerate() {
+            if mask & (1 << key_type) == 0 {
+                continue;
+            }
+            let seqno = input.i64()?;
+            if seqno <= purged_to.0 || seqno > position.0 {
+                return Err(inconsistent(format!(
+                    "index path {path:#034x} is held by seqno {seqno}, outside the \
+                     history window after {purged_to} up to {position}"
+                )));
+            }
+            if owned.binary_search(&(path, seqno)).is_err() {
+                return Err(inconsistent(format!(
+                    "index path {path:#034x} is held by seqno {seqno}, which did not \
+                     write it"
+                )));
+            }
+            *slot = seqno;
+        }
+        index.insert(path, slots);
+    }
+    Ok(index)
+}
+
+/// The open streaming transactions of an index at `position`: in ascending order, each
+/// with a certified last fragment at or before the position.
+fn decode_streams(
+    input: &mut Reader<'_>,
+    position: Seqno,
+) -> Result<HashMap<StreamId, OpenStream, BuildHasherDefault<PathHashHasher>>, IndexDecodeError> {
+    let count = input.u64()?;
+    let count = input.count(count, STREAM_LEN)?;
+    let mut streams = HashMap::default();
+    let mut previous: Option<([u8; 16], u64)> = None;
+    for _ in 0..count {
+        let source = input.array::<16>()?;
+        let trx = input.u64()?;
+        let last_fragment = Seqno(input.i64()?);
+        let fragments = input.u64()?;
+        if previous.is_some_and(|previous| previous >= (source, trx)) {
+            return Err(inconsistent(format!(
+                "open stream {trx} of {} is out of order or repeated",
+                Uuid(source)
+            )));
+        }
+        previous = Some((source, trx));
+        if !last_fragment.is_defined() || last_fragment > position || fragments == 0 {
+            return Err(inconsistent(format!(
+                "open stream {trx} of {} has {fragments} fragments, the last at \
+                 {last_fragment}, in an index at {position}",
+                Uuid(source)
+            )));
+        }
+        let open = OpenStream {
+            last_fragment,
+            fragments,
+        };
+        streams.insert((Uuid(source), trx), open);
+    }
+    Ok(streams)
 }
 
 impl Slots {
@@ -481,12 +556,13 @@ mod fuzz {
         body
     }
 
-    /// The offsets of the three counts in an encoding of `cert`.
-    fn count_fields(cert: &Certifier) -> [usize; 3] {
+    /// The offsets of the four counts in an encoding of `cert`.
+    fn count_fields(cert: &Certifier, encoded_len: usize) -> [usize; 4] {
         let history = HEADER_LEN;
         let written = history + COUNT_LEN + RECORD_LEN * cert.history.len();
         let entries = written + COUNT_LEN + PATH_LEN * cert.written.len();
-        [history, written, entries]
+        let streams = encoded_len - CRC_LEN - STREAM_LEN * cert.streams.len() - COUNT_LEN;
+        [history, written, entries, streams]
     }
 
     /// What every outcome must satisfy: an error, or an index whose encoding is the input
@@ -499,6 +575,7 @@ mod fuzz {
         prop_assert!(cert.history.len() * RECORD_LEN <= bytes.len());
         prop_assert!(cert.written.len() * PATH_LEN <= bytes.len());
         prop_assert!(cert.index.len() * MIN_ENTRY_LEN <= bytes.len());
+        prop_assert!(cert.streams.len() * STREAM_LEN <= bytes.len());
         // What a joiner does next: purge to the position and take the next seqno.
         if cert.position().0 < i64::MAX {
             cert.purge_to(cert.position());
@@ -535,7 +612,7 @@ mod fuzz {
         fn fuzz_cert_index_decode_mutated(
             start in prop_oneof![Just(0i64), Just(-1), Just(i64::MAX - 200), any::<i64>()],
             ops in proptest::collection::vec(op(), 0..40),
-            count in proptest::option::of((0usize..3, fuzzing::huge(&HUGE))),
+            count in proptest::option::of((0usize..4, fuzzing::huge(&HUGE))),
             damages in proptest::collection::vec(damage(), 0..3),
             seal in prop_oneof![4 => Just(true), 1 => Just(false)],
         ) {
@@ -543,11 +620,12 @@ mod fuzz {
             let start = start.clamp(-1, i64::MAX - 100);
             let cert = build(start, &ops);
             let mut bytes = cert.encode();
+            let fields = count_fields(&cert, bytes.len());
             prop_assert_eq!(Certifier::decode(&bytes).map(|c| c.encode()), Ok(bytes.clone()));
             let mut body = bytes.split_off(bytes.len() - CRC_LEN);
             std::mem::swap(&mut body, &mut bytes);
             if let Some((field, value)) = count {
-                let at = count_fields(&cert)[field];
+                let at = fields[field];
                 fuzzing::write_le(&mut body, at, value, COUNT_LEN);
             }
             for damage in &damages {

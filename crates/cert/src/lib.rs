@@ -327,9 +327,10 @@ pub struct Certifier {
     scratch: Vec<(PathHash, KeyType)>,
     /// Reused per call: the hash state after each part of the current key.
     states: Vec<PathState>,
-    /// Streaming transactions with certified fragments and no commit or rollback yet. Not
-    /// part of a state transfer: a joiner learns of streams that open after it joined, and
-    /// makes a fragment of an unknown stream wait for everything before it.
+    /// Streaming transactions with certified fragments and no commit or rollback yet. Part
+    /// of a state transfer, so that a joiner certifies their next fragments as every other
+    /// member does; a fragment of a stream the index never saw open (one that began before
+    /// the index did) waits for everything before it.
     streams: HashMap<StreamId, OpenStream, BuildHasherDefault<PathHashHasher>>,
 }
 
@@ -395,6 +396,22 @@ impl Certifier {
         (self.streams.len(), fragments)
     }
 
+    /// Whether `seqno` is, as far as the index tells, a certified fragment of a streaming
+    /// transaction still open: its source has an open stream whose last fragment is at or
+    /// after it.
+    fn is_fragment_of_an_open_stream(&self, seqno: Seqno) -> bool {
+        let offset = seqno.0 - self.purged_to.0 - 1;
+        let Some(record) = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.history.get(o))
+        else {
+            return false;
+        };
+        self.streams
+            .iter()
+            .any(|((source, _), open)| *source == record.source && open.last_fragment >= seqno)
+    }
+
     /// The open streaming transaction `id`, if any.
     pub fn open_stream(&self, id: StreamId) -> Option<OpenStream> {
         self.streams.get(&id).copied()
@@ -450,6 +467,11 @@ impl Certifier {
             Verdict::Fail(conflict) => {
                 tracing::debug!(%seqno, source = ?ws.source, trx = ws.trx_id, %conflict,
                     "certification failed");
+                if let Conflict::Key { with, .. } = conflict {
+                    if self.is_fragment_of_an_open_stream(with) {
+                        base::mark!("cert.conflict_with_a_certified_fragment");
+                    }
+                }
                 self.history.push_back(Record::NOTHING);
                 // Servers roll a streaming transaction back when one of its fragments fails.
                 self.streams.remove(&stream);

@@ -21,48 +21,7 @@ use crate::recovery::{self, RingSource};
 const SCRATCH_RECORD_MAX: usize = 64 << 10;
 use crate::GcacheError;
 
-/// `gcache.freeze_purge_at_seqno`: stop purging from a seqno on, so that a node that is
-/// about to go down can later rejoin by IST from this donor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum FreezePurge {
-    /// `-1`: purge as usual.
-    #[default]
-    Off,
-    /// Keep this seqno and everything after it.
-    At(Seqno),
-    /// `now`: keep everything cached at the moment it is set. The cache resolves it to
-    /// [`FreezePurge::At`] its lowest cached seqno, and reports it that way afterwards.
-    Now,
-}
-
-impl FreezePurge {
-    /// Parses the option's text: `-1`, `now` (any case) or a seqno (0 and up).
-    pub fn parse(text: &str) -> Result<FreezePurge, GcacheError> {
-        let trimmed = text.trim();
-        if trimmed == "-1" {
-            return Ok(FreezePurge::Off);
-        }
-        if trimmed.eq_ignore_ascii_case("now") {
-            return Ok(FreezePurge::Now);
-        }
-        if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(seqno) = trimmed.parse::<i64>() {
-                return Ok(FreezePurge::At(Seqno(seqno)));
-            }
-        }
-        Err(GcacheError::BadFreezePurge(text.to_owned()))
-    }
-}
-
-impl fmt::Display for FreezePurge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FreezePurge::Off => f.write_str("-1"),
-            FreezePurge::At(seqno) => write!(f, "{seqno}"),
-            FreezePurge::Now => f.write_str("now"),
-        }
-    }
-}
+pub use base::FreezePurge;
 
 /// One cached action, as read back (checksum verified).
 #[derive(Clone, Debug, PartialEq, Eq)]

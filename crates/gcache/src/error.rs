@@ -60,9 +60,6 @@ pub enum GcacheError {
         /// What the cache holds, for the log.
         held: String,
     },
-    /// A `gcache.freeze_purge_at_seqno` value that is not `-1`, `now` or a seqno.
-    #[error("invalid gcache.freeze_purge_at_seqno {0:?}: expected -1, now or a seqno (0 and up)")]
-    BadFreezePurge(String),
 }
 
 impl GcacheError {

@@ -97,6 +97,9 @@ pub struct GroupNode {
     state_request: Option<(StateRequest, Option<u64>)>,
     /// Numbers this node's state requests.
     next_state_request_id: u64,
+    /// The first state request this process sent: an ordered request of this joiner below
+    /// it is an earlier process's (one that came back as this member), not this one's.
+    first_state_request_id: Option<u64>,
     stop_wanted: bool,
     /// Until this tick a member restarted under its saved identity waits to be brought
     /// back without campaigning (see [`GroupNode::come_back`]).

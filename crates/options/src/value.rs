@@ -238,48 +238,7 @@ pub fn is_any_address(host: &str) -> bool {
     host == "0.0.0.0" || host.parse::<Ipv6Addr>().is_ok_and(|a| a.is_unspecified())
 }
 
-/// `gcache.freeze_purge_at_seqno` (from Percona's Galera): keep every write-set from a seqno
-/// on, so that a node planned to go down can later rejoin by IST from this donor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum FreezePurge {
-    /// `-1`: purge as usual.
-    #[default]
-    Off,
-    /// A seqno: never purge it or anything after it.
-    AtSeqno(u64),
-    /// `now`: freeze at the last seqno at the time the option is applied; the provider
-    /// resolves it (this crate does not know seqnos).
-    Now,
-}
-
-impl FreezePurge {
-    /// Parses `-1`, a seqno (`0` and up) or `now`.
-    pub fn parse(text: &str) -> Option<FreezePurge> {
-        let text = text.trim();
-        if text == "-1" {
-            return Some(FreezePurge::Off);
-        }
-        if text.eq_ignore_ascii_case("now") {
-            return Some(FreezePurge::Now);
-        }
-        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        text.parse::<i64>()
-            .ok()
-            .map(|seqno| FreezePurge::AtSeqno(seqno as u64))
-    }
-}
-
-impl fmt::Display for FreezePurge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FreezePurge::Off => f.write_str("-1"),
-            FreezePurge::AtSeqno(seqno) => write!(f, "{seqno}"),
-            FreezePurge::Now => f.write_str("now"),
-        }
-    }
-}
+pub use base::FreezePurge;
 
 /// `repl.commit_order`: how far commits may run out of the total order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -479,20 +438,6 @@ mod tests {
         }
         assert!(is_any_address("0.0.0.0") && is_any_address("::"));
         assert!(!is_any_address("127.0.0.1"));
-    }
-
-    #[test]
-    fn freeze_purge_forms() {
-        assert_eq!(FreezePurge::parse("-1"), Some(FreezePurge::Off));
-        assert_eq!(FreezePurge::parse("0"), Some(FreezePurge::AtSeqno(0)));
-        assert_eq!(FreezePurge::parse("1234"), Some(FreezePurge::AtSeqno(1234)));
-        assert_eq!(FreezePurge::parse("NOW"), Some(FreezePurge::Now));
-        for bad in ["", "-2", "later", "1.5", "9223372036854775808"] {
-            assert_eq!(FreezePurge::parse(bad), None, "{bad:?}");
-        }
-        for value in [FreezePurge::Off, FreezePurge::AtSeqno(7), FreezePurge::Now] {
-            assert_eq!(FreezePurge::parse(&value.to_string()), Some(value));
-        }
     }
 
     #[test]

@@ -79,7 +79,7 @@ fn good_values_are_stored_typed() {
         }),
         ("gcache.recover=no", |o| o.gcache_recover = false),
         ("gcache.freeze_purge_at_seqno=100", |o| {
-            o.gcache_freeze_purge_at_seqno = FreezePurge::AtSeqno(100);
+            o.gcache_freeze_purge_at_seqno = FreezePurge::At(base::Seqno(100));
         }),
         ("gcache.keep_seconds=3600", |o| o.gcache_keep_seconds = 3600),
         ("gcache.keep_seconds=PT2H", |o| o.gcache_keep_seconds = 7200),
@@ -335,9 +335,12 @@ fn booleans_accept_every_galera_spelling() {
 fn freeze_purge_at_seqno_takes_minus_one_a_seqno_or_now() {
     for (text, value) in [
         ("-1", FreezePurge::Off),
-        ("0", FreezePurge::AtSeqno(0)),
-        ("1401932", FreezePurge::AtSeqno(1_401_932)),
-        ("9223372036854775807", FreezePurge::AtSeqno(i64::MAX as u64)),
+        ("0", FreezePurge::At(base::Seqno(0))),
+        ("1401932", FreezePurge::At(base::Seqno(1_401_932))),
+        (
+            "9223372036854775807",
+            FreezePurge::At(base::Seqno(i64::MAX)),
+        ),
         ("now", FreezePurge::Now),
         ("NOW", FreezePurge::Now),
     ] {

@@ -51,7 +51,7 @@ fn runtime_options_change() {
             o.gcache_freeze_purge_at_seqno == FreezePurge::Now
         }),
         ("gcache.freeze_purge_at_seqno=42", |o| {
-            o.gcache_freeze_purge_at_seqno == FreezePurge::AtSeqno(42)
+            o.gcache_freeze_purge_at_seqno == FreezePurge::At(base::Seqno(42))
         }),
         ("gcs.fc_limit=200", |o| o.gcs_fc_limit == 200),
         ("gcs.fc_factor=0.8", |o| o.gcs_fc_factor == 0.8),

@@ -250,7 +250,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
                 Some(from_c_gtid(unsafe { &*args.state_id }))
             },
         };
-        let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
+        let freeze = options.gcache_freeze_purge_at_seqno;
         let max_write_set_bytes = options.repl_max_ws_size;
         let isolation = options.gmcast_isolate;
         *lock(&instance.options) = options;
@@ -288,15 +288,6 @@ fn gcache_config(options: &ProviderOptions) -> GcacheConfig {
     }
 }
 
-/// The cache's form of `gcache.freeze_purge_at_seqno`.
-fn freeze_of(value: options::value::FreezePurge) -> FreezePurge {
-    match value {
-        options::value::FreezePurge::Off => FreezePurge::Off,
-        options::value::FreezePurge::AtSeqno(seqno) => FreezePurge::At(Seqno(seqno as i64)),
-        options::value::FreezePurge::Now => FreezePurge::Now,
-    }
-}
-
 unsafe extern "C" fn capabilities(_wsrep: *mut wsrep_t) -> wsrep_cap_t {
     CAPABILITIES
 }
@@ -312,7 +303,7 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 log_option_notes(instance, warnings);
                 let group = options.group_config();
                 let causal_read_timeout = options.repl_causal_read_timeout;
-                let freeze = freeze_of(options.gcache_freeze_purge_at_seqno);
+                let freeze = options.gcache_freeze_purge_at_seqno;
                 let max_write_set_bytes = options.repl_max_ws_size;
                 let isolation = options.gmcast_isolate;
                 let reload_tls = options.take_ssl_reload();
@@ -330,11 +321,8 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                     }
                     // `now` reads back as the seqno it froze at, as the cache resolved it.
                     let effective = match replicator.freeze_purge() {
-                        FreezePurge::At(seqno) if seqno.0 >= 0 => {
-                            options::value::FreezePurge::AtSeqno(seqno.0 as u64)
-                        }
-                        FreezePurge::Now => options::value::FreezePurge::Now,
-                        _ => options::value::FreezePurge::Off,
+                        FreezePurge::At(seqno) if !seqno.is_defined() => FreezePurge::Off,
+                        frozen => frozen,
                     };
                     lock(&instance.options).gcache_freeze_purge_at_seqno = effective;
                     // Last, so that a failed reload does not keep the other options of the

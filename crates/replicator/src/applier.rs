@@ -1,14 +1,15 @@
-//! The server's applier threads: the queue of ordered events they take in turn
-//! ([`RecvEvent`]), serial events run alone, and write-sets applied through the monitors.
+//! The server's applier threads: each takes the engine's next task in turn
+//! ([`engine::Task`]: serial tasks run alone, nothing after the pause point starts) and
+//! runs it, write-sets through the monitors.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use base::{Gtid, Seqno};
-use group::StateRequest;
+use engine::{NextTask, Task};
 use writeset::{flags, WriteSet};
 
-use crate::app::{ApplyAction, LogLevel, Meta, RecvContext, ViewInfo};
+use crate::app::{ApplyAction, LogLevel, Meta, RecvContext};
 use crate::error::ReplicatorError;
 use crate::shared::{lock, Monitors};
 use crate::Replicator;
@@ -17,118 +18,22 @@ use crate::Replicator;
 /// DBA looking for a stall finds the transaction that caused it.
 pub(crate) const LARGE_WRITE_SET_BYTES: usize = 16 << 20;
 
-pub(crate) enum RecvEvent {
-    Connected(ViewInfo),
-    View {
-        view: ViewInfo,
-        ordered: bool,
-    },
-    Apply {
-        seqno: Seqno,
-        depends_on: Seqno,
-        write_set: WriteSet,
-        failed: bool,
-    },
-    /// A seqno with nothing to apply (a view or an undecodable write-set received by IST):
-    /// it only passes the monitors.
-    Skip {
-        seqno: Seqno,
-    },
-    Synced,
-    /// Ask the server for its state transfer request and send it to the group.
-    RequestState,
-    /// Serve a joiner: with `bypass`, the server only confirms the joiner's own position
-    /// (the data goes by IST); otherwise it sends a snapshot once everything ordered before
-    /// the request is committed.
-    Donate {
-        request: StateRequest,
-        wait_for: Seqno,
-        bypass: Option<Gtid>,
-    },
-}
-
-impl RecvEvent {
-    /// Serial events run alone: nothing else is applying while they run.
-    fn is_serial(&self) -> bool {
-        !matches!(self, RecvEvent::Apply { .. } | RecvEvent::Skip { .. })
-    }
-
-    /// The seqno the event takes in the server, for events that take one: these are what
-    /// `pause` holds back after its point (see [`PauseGate`]).
-    pub(crate) fn ordered_seqno(&self) -> Option<Seqno> {
-        match self {
-            RecvEvent::Apply { seqno, .. } | RecvEvent::Skip { seqno } => Some(*seqno),
-            RecvEvent::View {
-                view,
-                ordered: true,
-            } => Some(view.state_id.seqno),
-            _ => None,
-        }
-    }
-}
-
 impl Replicator {
     /// An applier thread's loop: runs ordered actions until the node closes.
     pub fn recv(&self, ctx: RecvContext) -> Result<(), ReplicatorError> {
         let shared = &self.shared;
         loop {
-            let event = {
-                let mut inner = lock(&shared.inner);
-                loop {
-                    if let Some(front) = inner.queue.front() {
-                        let held = front
-                            .ordered_seqno()
-                            .is_some_and(|seqno| inner.pause.holds(seqno));
-                        let free = if front.is_serial() {
-                            inner.applying_now == 0 && !inner.serial_running && !held
-                        } else {
-                            !inner.serial_running && !held
-                        };
-                        if free {
-                            break;
-                        }
-                    } else if inner.votes.inconsistent && !inner.connected {
-                        return Err(ReplicatorError::Inconsistent(
-                            "this node left the cluster: its data is inconsistent".into(),
-                        ));
-                    } else if inner.closing || !inner.connected {
-                        return Err(ReplicatorError::NotConnected);
-                    }
-                    inner = shared
-                        .changed
-                        .wait(inner)
-                        .unwrap_or_else(|p| p.into_inner());
-                }
-                let event = inner.queue.pop_front().expect("front exists");
-                if let Some(seqno) = event.ordered_seqno() {
-                    inner.pause.started(seqno);
-                }
-                if event.is_serial() {
-                    inner.serial_running = true;
-                    inner.ordered_serial_running = event.ordered_seqno().is_some();
-                } else {
-                    inner.applying_now += 1;
-                }
-                event
-            };
-            let serial = event.is_serial();
+            let task = self.next_task()?;
+            let serial = task.is_serial();
             let mut exit_loop = false;
-            let ok = self.run_event(ctx, event, &mut exit_loop);
-            {
-                let mut inner = lock(&shared.inner);
-                if serial {
-                    inner.serial_running = false;
-                    inner.ordered_serial_running = false;
-                } else {
-                    inner.applying_now -= 1;
-                }
-            }
+            let ok = self.run_task(ctx, task, &mut exit_loop);
+            lock(&shared.inner).engine.task_done(serial);
             shared.changed.notify_all();
             self.report_progress();
             if !ok {
                 // After a lost consistency vote the server fails the seqno it voted on;
                 // this applier stays to hand it the final view of a disconnected node.
-                if lock(&shared.inner).votes.inconsistent {
+                if lock(&shared.inner).engine.votes().inconsistent {
                     continue;
                 }
                 shared.app.log(
@@ -143,26 +48,43 @@ impl Replicator {
         }
     }
 
-    pub(crate) fn run_event(
-        &self,
-        ctx: RecvContext,
-        event: RecvEvent,
-        exit_loop: &mut bool,
-    ) -> bool {
+    /// Waits for the next task this applier may run.
+    fn next_task(&self) -> Result<Task, ReplicatorError> {
+        let shared = &self.shared;
+        let mut inner = lock(&shared.inner);
+        loop {
+            match inner.engine.next_task() {
+                NextTask::Run(task) => return Ok(task),
+                NextTask::Inconsistent => {
+                    return Err(ReplicatorError::Inconsistent(
+                        "this node left the cluster: its data is inconsistent".into(),
+                    ))
+                }
+                NextTask::Closed => return Err(ReplicatorError::NotConnected),
+                NextTask::Wait => {}
+            }
+            inner = shared
+                .changed
+                .wait(inner)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    pub(crate) fn run_task(&self, ctx: RecvContext, task: Task, exit_loop: &mut bool) -> bool {
         let app = &self.shared.app;
-        match event {
-            RecvEvent::Connected(view) => app.connected(&view),
-            RecvEvent::Synced => {
+        match task {
+            Task::Connected(view) => app.connected(&view),
+            Task::Synced => {
                 app.synced();
                 true
             }
-            RecvEvent::RequestState => self.request_state(),
-            RecvEvent::Donate {
+            Task::RequestState => self.request_state(),
+            Task::Donate {
                 request,
                 wait_for,
                 bypass,
             } => self.donate(ctx, &request, wait_for, bypass),
-            RecvEvent::Skip { seqno } => {
+            Task::Skip { seqno } => {
                 let monitors = self.monitors();
                 monitors.apply.enter_regardless(seqno, seqno.prev());
                 monitors.commit.enter_regardless(seqno, seqno.prev());
@@ -170,7 +92,7 @@ impl Replicator {
                 monitors.apply.leave(seqno);
                 true
             }
-            RecvEvent::View { view, ordered } => {
+            Task::View { view, ordered } => {
                 if !ordered {
                     return app.view(ctx, &view);
                 }
@@ -183,65 +105,67 @@ impl Replicator {
                 monitors.apply.leave(seqno);
                 ok
             }
-            RecvEvent::Apply {
+            Task::Apply {
                 seqno,
                 depends_on,
                 write_set,
                 failed,
-            } => {
-                let monitors = self.monitors();
-                let last_applied = monitors.apply.last_left();
-                {
-                    let mut inner = lock(&self.shared.inner);
-                    let window = &mut inner.window;
-                    window
-                        .apply_window
-                        .record(seqno.0.saturating_sub(last_applied.0).max(0) as u64);
-                    window
-                        .apply_out_of_order_entry
-                        .record(seqno > last_applied.next());
-                    if depends_on > last_applied {
-                        inner.counters.apply_waits += 1;
-                    }
-                }
-                monitors.apply.enter_regardless(seqno, depends_on);
-                let cluster = {
-                    let mut inner = lock(&self.shared.inner);
-                    inner.entered_apply.insert(seqno);
-                    inner.cluster
-                };
-                let action = ApplyAction {
-                    meta: Meta {
-                        gtid: Gtid { cluster, seqno },
-                        source: write_set.source,
-                        trx_id: write_set.trx_id,
-                        conn_id: write_set.conn_id,
-                        depends_on,
-                    },
-                    flags: if failed {
-                        write_set.flags | flags::ROLLBACK
-                    } else {
-                        write_set.flags
-                    },
-                    data: &write_set.data,
-                };
-                let applying = Instant::now();
-                let ok = app.apply(ctx, &action, exit_loop);
-                if write_set.data.len() >= LARGE_WRITE_SET_BYTES {
-                    let message = format!(
-                        "large write-set {seqno}: applied and committed in {:.1?}",
-                        applying.elapsed()
-                    );
-                    self.shared.app.log(LogLevel::Info, &message);
-                }
-                // The application leaves commit order inside apply; make sure the apply
-                // monitor is left even if it did not.
-                if lock(&self.shared.inner).entered_apply.remove(&seqno) {
-                    monitors.apply.leave(seqno);
-                }
-                ok
-            }
+            } => self.apply(ctx, seqno, depends_on, &write_set, failed, exit_loop),
         }
+    }
+
+    /// Applies one ordered write-set through the apply monitor (the server takes it
+    /// through commit order inside its apply).
+    fn apply(
+        &self,
+        ctx: RecvContext,
+        seqno: Seqno,
+        depends_on: Seqno,
+        write_set: &WriteSet,
+        failed: bool,
+        exit_loop: &mut bool,
+    ) -> bool {
+        let monitors = self.monitors();
+        let last_applied = monitors.apply.last_left();
+        lock(&self.shared.inner)
+            .engine
+            .applier_entering(seqno, depends_on, last_applied);
+        monitors.apply.enter_regardless(seqno, depends_on);
+        let cluster = {
+            let mut inner = lock(&self.shared.inner);
+            inner.engine.applier_entered(seqno);
+            inner.engine.cluster()
+        };
+        let action = ApplyAction {
+            meta: Meta {
+                gtid: Gtid { cluster, seqno },
+                source: write_set.source,
+                trx_id: write_set.trx_id,
+                conn_id: write_set.conn_id,
+                depends_on,
+            },
+            flags: if failed {
+                write_set.flags | flags::ROLLBACK
+            } else {
+                write_set.flags
+            },
+            data: &write_set.data,
+        };
+        let applying = Instant::now();
+        let ok = self.shared.app.apply(ctx, &action, exit_loop);
+        if write_set.data.len() >= LARGE_WRITE_SET_BYTES {
+            let message = format!(
+                "large write-set {seqno}: applied and committed in {:.1?}",
+                applying.elapsed()
+            );
+            self.shared.app.log(LogLevel::Info, &message);
+        }
+        // The application leaves commit order inside apply; make sure the apply monitor is
+        // left even if it did not.
+        if lock(&self.shared.inner).engine.leave_apply(seqno) {
+            monitors.apply.leave(seqno);
+        }
+        ok
     }
 
     pub(crate) fn monitors(&self) -> Arc<Monitors> {
@@ -254,8 +178,8 @@ impl Replicator {
         let committed = self.last_committed().seqno;
         let inner = lock(&self.shared.inner);
         if let Some(runner) = inner.runner.as_ref() {
-            let _ = runner.report_committed(inner.purge_floor(committed));
-            let _ = runner.report_apply_queue(inner.queue.len() as u64);
+            let _ = runner.report_committed(inner.engine.purge_floor(committed));
+            let _ = runner.report_apply_queue(inner.engine.tasks().len() as u64);
         }
     }
 }

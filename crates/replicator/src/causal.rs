@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use base::{Gtid, Seqno};
+use engine::CausalRefusal;
 
 use crate::error::ReplicatorError;
 use crate::shared::lock;
@@ -18,7 +19,7 @@ impl Replicator {
 
     /// The highest seqno applied and committed with everything before it.
     pub fn last_committed(&self) -> Gtid {
-        let cluster = lock(&self.shared.inner).cluster;
+        let cluster = lock(&self.shared.inner).engine.cluster();
         Gtid {
             cluster,
             seqno: self.last_committed_locked(),
@@ -35,17 +36,8 @@ impl Replicator {
     ) -> Result<Gtid, ReplicatorError> {
         let timeout = timeout.unwrap_or_else(|| *lock(&self.shared.causal_read_timeout));
         let deadline = Instant::now() + timeout;
-        {
-            // As Galera's (a history UUID mismatch): fail at once rather than wait out the
-            // timeout, since the snapshot may itself wait for this reader (a mysqldump SST
-            // asks the joiner's variables).
-            let inner = lock(&self.shared.inner);
-            let own_history = inner
-                .start_position
-                .is_some_and(|p| p.cluster == inner.cluster);
-            if inner.joining.is_some() && !own_history {
-                return Err(ReplicatorError::NoStateYet);
-            }
+        if lock(&self.shared.inner).engine.may_read().is_err() {
+            return Err(ReplicatorError::NoStateYet);
         }
         let target = match upto {
             Some(seqno) => seqno,
@@ -65,29 +57,32 @@ impl Replicator {
     /// Asks the group (through the Raft leader) for the last seqno it has ordered.
     fn causal_point(&self, deadline: Instant, timeout: Duration) -> Result<Seqno, ReplicatorError> {
         let shared = &self.shared;
-        let mut inner = lock(&shared.inner);
-        let Some(runner) = inner.runner.clone().filter(|_| inner.primary) else {
-            return Err(ReplicatorError::NotConnected);
+        let (id, runner) = {
+            let mut inner = lock(&shared.inner);
+            let runner = inner.runner.clone();
+            match (inner.engine.begin_causal_read(), runner) {
+                (Ok(id), Some(runner)) => (id, runner),
+                (Ok(id), None) => {
+                    inner.engine.end_causal_read(id);
+                    return Err(ReplicatorError::NotConnected);
+                }
+                (Err(CausalRefusal::NotPrimary | CausalRefusal::NoStateYet), _) => {
+                    return Err(ReplicatorError::NotConnected)
+                }
+            }
         };
-        inner.next_causal_id += 1;
-        let id = inner.next_causal_id;
-        inner.causal.insert(id, None);
-        inner.counters.causal_reads += 1;
-        drop(inner);
         if runner.causal_read(id).is_err() {
-            lock(&shared.inner).causal.remove(&id);
+            lock(&shared.inner).engine.end_causal_read(id);
             return Err(ReplicatorError::NotConnected);
         }
         let mut inner = lock(&shared.inner);
         loop {
-            if let Some(Some(seqno)) = inner.causal.get(&id) {
-                let seqno = *seqno;
-                inner.causal.remove(&id);
+            if let Some(seqno) = inner.engine.causal_answer(id) {
                 return Ok(seqno);
             }
             let now = Instant::now();
-            if inner.closing || !inner.connected || now >= deadline {
-                inner.causal.remove(&id);
+            if inner.engine.stopped() || now >= deadline {
+                inner.engine.end_causal_read(id);
                 return Err(if now >= deadline {
                     ReplicatorError::Timeout(timeout)
                 } else {

@@ -7,7 +7,9 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base::{Gtid, NodeState, Seqno, Uuid};
+use base::grastate::SavedState;
+use base::{Gtid, Uuid};
+use engine::ConnectionStart;
 use group::{Contact, Delivery};
 use transport::{GroupRunner, Role, TransportOptions};
 
@@ -15,11 +17,9 @@ use crate::addresses::Reachable;
 use crate::app::LogLevel;
 use crate::dispatcher::dispatch;
 use crate::error::ReplicatorError;
-use crate::persisted::{forget_membership, membership_file_of, save_running_state, save_state};
 use crate::settings::parse_cluster_address;
 use crate::shared::{lock, Shared};
-use crate::{cache, saved_state, transfer, vote, Replicator};
-use base::grastate::{SavedState, FILE_NAME};
+use crate::{cache, transfer, Replicator};
 
 /// Fault injection for tests: a thread whose name is this variable's value panics as it
 /// starts, to show that a dead provider thread takes the server down loudly.
@@ -70,27 +70,14 @@ impl Replicator {
     ) -> Result<(), ReplicatorError> {
         let peers = parse_cluster_address(cluster_url)?;
         let bootstrap = bootstrap || peers.is_empty();
-        self.begin_connection(donor_names)?;
+        self.shared
+            .with_engine(|engine| engine.begin_connection(donor_names))
+            .map_err(|_| ReplicatorError::AlreadyConnected)?;
         let started = self.start_connection(cluster_name, peers, bootstrap);
         if started.is_err() {
-            lock(&self.shared.inner).connected = false;
+            lock(&self.shared.inner).engine.connection_failed();
         }
         started
-    }
-
-    /// Marks the node connecting (refused if it is connected already).
-    fn begin_connection(&self, donor_names: &str) -> Result<(), ReplicatorError> {
-        let mut inner = lock(&self.shared.inner);
-        if inner.connected {
-            return Err(ReplicatorError::AlreadyConnected);
-        }
-        inner.connected = true;
-        inner.connection += 1;
-        inner.closing = false;
-        inner.leaving = false;
-        inner.shift(NodeState::Open, &*self.shared.app);
-        inner.donor_names = donor_names.to_owned();
-        Ok(())
     }
 
     /// Starts this connection's threads: the state transfer receiver, the group member and
@@ -106,30 +93,25 @@ impl Replicator {
         self.stop_group_threads();
         let reachable = self.decide_addresses(&peers)?;
         let start_position = self.start_position();
-        {
-            let mut inner = lock(&self.shared.inner);
-            inner.start_position = start_position;
-            // A lost vote of an earlier connection made the position above empty; this
-            // connection starts with no votes (its state comes by a full snapshot).
-            inner.votes = vote::VoteBook::default();
-        }
         self.open_cache(start_position);
         self.start_transfer_receiver(&reachable, bootstrap)?;
         let role = self.founding_role(bootstrap, peers)?;
         let deliveries = self.start_group(cluster_name, role, &reachable)?;
-        // While the server runs, the saved seqno is stale after the first commit: -1 says
-        // "recover the position from the storage engine" to whoever reads it after a crash.
-        save_running_state(
-            &self.shared,
-            start_position.map_or(Uuid::NIL, |position| position.cluster),
-            false,
-        );
+        // The saved state says "running" from here on (the engine saves it): after the
+        // founding role was read from it.
+        self.shared.with_engine(|engine| {
+            engine.start_connection(ConnectionStart {
+                bootstrap,
+                start_position,
+                ist_address: reachable.ist.clone(),
+            })
+        });
         let shared = Arc::clone(&self.shared);
         let dispatcher = std::thread::Builder::new()
             .name("trireme-dispatch".into())
             .spawn(move || {
                 panic_if_injected();
-                dispatch(&shared, &deliveries, bootstrap)
+                dispatch(&shared, &deliveries)
             })
             .expect("spawning the dispatcher thread");
         *lock(&self.dispatcher) = Some(dispatcher);
@@ -152,7 +134,7 @@ impl Replicator {
         match TcpListener::bind(address) {
             Ok(listener) => {
                 let shared = Arc::clone(&self.shared);
-                let connection = lock(&self.shared.inner).connection;
+                let connection = lock(&self.shared.inner).engine.connection();
                 let thread = std::thread::Builder::new()
                     .name("trireme-ist-recv".into())
                     .spawn(move || transfer::receive_transfers(shared, listener, connection))
@@ -211,7 +193,7 @@ impl Replicator {
         {
             let mut inner = lock(&self.shared.inner);
             inner.runner = Some(runner.handle());
-            inner.own = runner.status().uuid;
+            inner.engine.group_started(runner.status().uuid);
             if self.shared.isolated.load(Ordering::Acquire) {
                 let _ = runner.handle().isolate(true);
             }
@@ -229,7 +211,6 @@ impl Replicator {
             reachable.group, reachable.ist
         );
         self.shared.app.log(LogLevel::Info, &message);
-        lock(&self.shared.inner).reachable = Some(reachable.clone());
         Ok(reachable)
     }
 
@@ -246,7 +227,7 @@ impl Replicator {
         let settings = &self.shared.settings;
         let known = |gtid: &Gtid| gtid.cluster != Uuid::NIL && gtid.seqno.is_defined();
         let saved = self.saved_state();
-        if self.position_cleared(saved.as_ref()) {
+        if self.position_cleared() {
             let message = "this node's saved state was cleared after an inconsistency: it \
                            takes no position of its own and joins by a full state transfer";
             self.shared.app.log(LogLevel::Info, message);
@@ -260,15 +241,13 @@ impl Replicator {
 
     /// The saved state (`grastate.dat`), if the node keeps a readable one.
     pub(crate) fn saved_state(&self) -> Option<SavedState> {
-        let dir = self.shared.settings.state_dir.as_ref()?;
-        saved_state::load(dir).ok().flatten()
+        lock(&self.shared.inner).engine.saved_state().ok().flatten()
     }
 
     /// True when this node's position was cleared by a lost consistency vote (in this
-    /// process, or `saved` with no history UUID before it).
-    fn position_cleared(&self, saved: Option<&SavedState>) -> bool {
-        lock(&self.shared.inner).votes.inconsistent
-            || saved.is_some_and(|s| s.position.cluster == Uuid::NIL)
+    /// process, or saved with no history UUID before it).
+    fn position_cleared(&self) -> bool {
+        lock(&self.shared.inner).engine.position_cleared()
     }
 
     /// Opens the write-set cache for the server's own history (it is started over if the
@@ -280,7 +259,7 @@ impl Replicator {
         };
         let history = start_position.map_or(Uuid::NIL, |h| h.cluster);
         let app = &self.shared.app;
-        let opened = cache::ActionCache::open(config, history, |message| {
+        let opened = cache::open(config, history, |message| {
             app.log(LogLevel::Info, &message);
         });
         let mut cache = lock(&self.shared.cache);
@@ -300,19 +279,15 @@ impl Replicator {
             return Ok(self.joining_role(peers));
         }
         let settings = &self.shared.settings;
-        let saved = match &settings.state_dir {
-            Some(dir) => saved_state::load(dir)
-                .map_err(|error| ReplicatorError::SavedState(error.to_string()))?,
-            None => None,
+        let (saved, location) = {
+            let inner = lock(&self.shared.inner);
+            let saved = inner.engine.saved_state();
+            (saved, inner.engine.saved_state_location())
         };
-        if let Some(saved) = saved {
+        let saved = saved.map_err(ReplicatorError::SavedState)?;
+        if let Some(saved) = saved.as_ref() {
             if saved.position.cluster != Uuid::NIL && !saved.safe_to_bootstrap {
-                let path = settings
-                    .state_dir
-                    .as_ref()
-                    .map(|dir| dir.join(FILE_NAME).display().to_string())
-                    .unwrap_or_default();
-                return Err(ReplicatorError::UnsafeBootstrap(path));
+                return Err(ReplicatorError::UnsafeBootstrap(location));
             }
         }
         let known = |gtid: &Gtid| gtid.cluster != Uuid::NIL && gtid.seqno.is_defined();
@@ -330,16 +305,18 @@ impl Replicator {
         })
     }
 
-    pub(crate) fn save_state(&self, state: SavedState) {
-        save_state(&self.shared, state);
-    }
-
     /// Joins through `peers`, or, after a crash in a component of two, comes back as the
     /// member it was (see `group::restart`). Not after a lost consistency vote, whose node
     /// must come back by a full snapshot as a new member.
     fn joining_role(&self, peers: Vec<String>) -> Role {
-        let cleared = self.position_cleared(self.saved_state().as_ref());
-        match membership_file_of(&self.shared).filter(|_| !cleared) {
+        let (cleared, saved) = {
+            let inner = lock(&self.shared.inner);
+            (
+                inner.engine.position_cleared(),
+                inner.engine.saved_membership(),
+            )
+        };
+        match saved.filter(|_| !cleared) {
             Some(saved) => {
                 let message = format!(
                     "coming back as the member this node was before it stopped (raft id {}), \
@@ -359,35 +336,9 @@ impl Replicator {
     /// Saves the position this node leaves with. It is safe to bootstrap from if it was
     /// the last member of the primary component.
     fn save_final_state(&self, last_member: bool) {
-        let inner = lock(&self.shared.inner);
-        let complete = matches!(
-            inner.state,
-            NodeState::Synced | NodeState::Donor | NodeState::Joined | NodeState::Closed
-        ) && inner.joining.is_none();
-        let cluster = inner.cluster;
-        let inconsistent = inner.votes.inconsistent;
-        drop(inner);
-        // An inconsistent node's cleared position stays cleared: it must come back by SST.
-        if cluster == Uuid::NIL || inconsistent {
-            return;
-        }
-        let seqno = if complete {
-            self.last_committed_locked()
-        } else {
-            Seqno::UNDEFINED
-        };
-        self.save_state(SavedState {
-            position: Gtid { cluster, seqno },
-            safe_to_bootstrap: last_member && seqno.is_defined(),
-        });
-    }
-
-    /// Stops the server for good, as Galera's abort does: it leaves the group first, so
-    /// that the others do not count a node that will never answer again (two of two would
-    /// otherwise lose their quorum to a joiner that died), then hands over to the server.
-    pub(crate) fn fatal(&self, message: &str) {
-        self.leave_group(FATAL_LEAVE_WAIT);
-        self.shared.app.fatal(message);
+        let committed = self.last_committed_locked();
+        self.shared
+            .with_engine(|engine| engine.save_final_state(last_member, committed));
     }
 
     /// Asks the group to remove this member and waits, up to `wait`, until it is out of
@@ -408,24 +359,25 @@ impl Replicator {
 
     /// Leaves the cluster: every `recv` returns after the final view.
     pub fn disconnect(&self) {
-        let last_member = {
-            let mut inner = lock(&self.shared.inner);
-            let last = inner.connected && inner.primary && inner.members.len() <= 1;
-            if inner.connected {
-                inner.last_member_on_leave = Some(last);
-                inner.leaving = true;
-            }
-            last
-        };
+        let last_member = self.shared.with_engine(|engine| engine.begin_disconnect());
         self.leave_group(DISCONNECT_LEAVE_WAIT);
         self.stop_group_threads();
         // Left cleanly: the next start joins as a new member.
-        forget_membership(&self.shared);
-        let mut inner = lock(&self.shared.inner);
-        if inner.connected {
-            inner.close_with_final_view(&*self.shared.app);
-            inner.runner = None;
-            drop(inner);
+        self.shared.with_engine(|engine| engine.forget_membership());
+        let (closed, pending) = {
+            let mut inner = lock(&self.shared.inner);
+            let connected = inner.engine.connected();
+            if connected {
+                inner.engine.close_with_final_view();
+            }
+            let pending = self.shared.drain(&mut inner);
+            if connected {
+                inner.runner = None;
+            }
+            (connected, pending)
+        };
+        self.shared.carry_out(pending);
+        if closed {
             self.save_final_state(last_member);
         }
         self.shared.changed.notify_all();
@@ -436,7 +388,7 @@ impl Replicator {
         self.disconnect();
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut inner = lock(&self.shared.inner);
-        while !inner.queue.is_empty() && Instant::now() < deadline {
+        while !inner.engine.tasks().is_empty() && Instant::now() < deadline {
             let (guard, _) = self
                 .shared
                 .changed
@@ -444,7 +396,7 @@ impl Replicator {
                 .unwrap_or_else(|p| p.into_inner());
             inner = guard;
         }
-        let last_member = inner.last_member_on_leave.take();
+        let last_member = inner.engine.take_last_member_on_leave();
         drop(inner);
         for thread in lock(&self.threads).drain(..) {
             let _ = thread.join();

@@ -1,13 +1,13 @@
-//! Stepping out of the cluster's pace: desync (no flow control from this node) and pause
-//! (nothing after a point starts until resume, for FTWRL, BACKUP STAGE and rsync donors).
+//! Stepping out of the cluster's pace on the server's threads: desync (no flow control from
+//! this node) and pause (nothing after a point starts until resume, for FTWRL, BACKUP STAGE
+//! and rsync donors). The decisions are the engine's (`engine::desync`).
 
 use std::time::{Duration, Instant};
 
-use base::{NodeState, Seqno};
+use base::Seqno;
 
 use crate::app::LogLevel;
 use crate::commit::STALL_REPORT_AFTER;
-use crate::dispatcher::SYNCED_QUEUE_MAX;
 use crate::error::ReplicatorError;
 use crate::shared::lock;
 use crate::Replicator;
@@ -15,26 +15,12 @@ use crate::Replicator;
 impl Replicator {
     /// Stops sending flow control (`wsrep_desync=ON`, FLUSH TABLES WITH READ LOCK).
     pub fn desync(&self) {
-        let mut inner = lock(&self.shared.inner);
-        inner.desync_count += 1;
-        if inner.state == NodeState::Synced {
-            inner.shift(NodeState::Donor, &*self.shared.app);
-        }
+        self.shared.with_engine(|engine| engine.desync());
     }
 
     /// Undoes one `desync`; back to SYNCED when the last one is undone.
     pub fn resync(&self) {
-        let mut inner = lock(&self.shared.inner);
-        inner.desync_count = inner.desync_count.saturating_sub(1);
-        if inner.desync_count == 0 && inner.state == NodeState::Donor {
-            // Galera's way back: JOINED, then SYNCED once caught up, which a node that only
-            // stopped sending flow control is at once (else the dispatcher finishes it).
-            let app = &*self.shared.app;
-            inner.shift(NodeState::Joined, app);
-            if inner.queue.len() <= SYNCED_QUEUE_MAX {
-                inner.shift(NodeState::Synced, app);
-            }
-        }
+        self.shared.with_engine(|engine| engine.resync());
     }
 
     /// Pauses the node for a server that reads its own data as one state (FLUSH TABLES
@@ -49,28 +35,30 @@ impl Replicator {
         let shared = &self.shared;
         let mut inner = lock(&shared.inner);
         let committed = self.last_committed_locked();
-        let point = inner.pause.pause(committed);
+        let point = inner.engine.pause(committed);
         let started = Instant::now();
         let mut report_at = started + STALL_REPORT_AFTER;
         loop {
-            if inner.closing || !inner.connected {
-                inner.pause.resume();
+            if inner.engine.stopped() {
+                inner.engine.resume();
                 drop(inner);
                 shared.changed.notify_all();
                 return Err(ReplicatorError::NotConnected);
             }
-            let running = inner.applying_now > 0 || inner.ordered_serial_running;
-            if !running && self.last_committed_locked() >= point {
+            if inner
+                .engine
+                .pause_reached(point, self.last_committed_locked())
+            {
                 break;
             }
             if Instant::now() >= report_at {
                 report_at += STALL_REPORT_AFTER;
                 let blocker = self.last_committed_locked().next();
+                let description = inner.engine.describe(blocker);
                 drop(inner);
                 let message = format!(
-                    "pause at {point} has waited {:.0?} for {blocker} to commit: {}",
+                    "pause at {point} has waited {:.0?} for {blocker} to commit: {description}",
                     started.elapsed(),
-                    self.describe(blocker)
                 );
                 shared.app.log(LogLevel::Warning, &message);
                 inner = lock(&shared.inner);
@@ -93,7 +81,7 @@ impl Replicator {
 
     /// Lifts [`Replicator::pause`]: what it held back runs.
     pub fn resume(&self) {
-        lock(&self.shared.inner).pause.resume();
+        lock(&self.shared.inner).engine.resume();
         self.shared.changed.notify_all();
     }
 }

@@ -1,13 +1,10 @@
-//! How the replicator's calls end when they do not simply succeed: [`ReplicatorError`] and
-//! the outcomes of certification and brute-force aborts.
+//! How the replicator's calls end when they do not simply succeed: [`ReplicatorError`] (the
+//! outcomes of certification and brute-force aborts are the engine's).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use base::Seqno;
-
 use crate::addresses::AddressError;
-use crate::app::Meta;
 use crate::settings::describe_bad_cluster_address;
 
 /// Why a call could not be served.
@@ -75,38 +72,4 @@ pub enum ReplicatorError {
     /// A consistency vote found this node's data different from the cluster's: it left.
     #[error("{0}")]
     Inconsistent(String),
-}
-
-/// How `certify` (or `to_execute_start`) ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CertifyOutcome {
-    /// Ordered and certified: go on to commit.
-    Committable(Meta),
-    /// Ordered, failed certification: roll back; the seqno must still pass commit order.
-    Failed(Meta),
-    /// Never ordered (aborted before, or nothing to replicate).
-    NotOrdered,
-    /// Ordered and certified, but brute-force aborted meanwhile: replay.
-    BfAborted(Meta),
-    /// Larger than `repl.max_ws_size`: refused before anything left this node.
-    SizeExceeded {
-        /// The encoded write-set's size in bytes.
-        size: u64,
-        /// The limit in force.
-        limit: u64,
-    },
-}
-
-/// A local transaction was brute-force aborted while it waited at this seqno.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("brute-force aborted while waiting to commit {0}")]
-pub struct BfAborted(pub Seqno);
-
-/// How `abort_certification` ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AbortOutcome {
-    /// The victim will abort (or was unknown).
-    Aborted,
-    /// The victim is ordered before the aborter and goes on; the aborter must wait for it.
-    NotAllowed(Seqno),
 }

@@ -1,19 +1,19 @@
-//! The local transaction's life up to its verdict: keys and rows gathered, the write-set
-//! replicated and certified, streaming fragments, rollbacks of streaming transactions, and
-//! brute-force aborts by earlier seqnos.
+//! The local transaction's life up to its verdict, on the client's thread: keys and rows
+//! gathered, the write-set replicated, the wait for its verdict, and brute-force aborts. The
+//! decisions and the records are the engine's (`engine::local_trx`).
 
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::Instant;
 
-use base::{Gtid, KeyType, NodeState, Seqno};
+use base::{KeyType, Seqno};
 use cert::Verdict;
-use writeset::{flags, Bytes, Key, WriteSet, WriteSetView};
-
+use engine::{
+    AbortOutcome, CertifyOutcome, GatePassage, SubmitRefusal, VerdictAction, VerdictPoll,
+};
 use transport::RunnerHandle;
 
-use crate::app::{LogLevel, Meta};
-use crate::error::{AbortOutcome, CertifyOutcome, ReplicatorError};
+use crate::error::ReplicatorError;
 use crate::shared::{lock, Inner};
 use crate::Replicator;
 
@@ -28,88 +28,17 @@ struct Submitted {
     sent_at: Instant,
 }
 
-/// A local transaction, from its first key to its release (across its fragments, for a
-/// streaming one).
-pub(crate) struct LocalTrx {
-    pub(crate) conn_id: u64,
-    pub(crate) keys: Vec<Key>,
-    pub(crate) data: Vec<u8>,
-    pub(crate) flags: u32,
-    /// Seqno and verdict, once ordered.
-    pub(crate) outcome: Option<(Seqno, Verdict)>,
-    /// Set by a brute-force abort from this seqno.
-    pub(crate) aborted_by: Option<Seqno>,
-    /// True once handed to the group: its ordered write-set belongs to this record.
-    pub(crate) submitted: bool,
-    /// True once its seqno left commit order.
-    pub(crate) commit_done: bool,
-    /// The server rolled it back after fragments had been replicated (`rollback`).
-    rolled_back: bool,
-    /// The `last_seen` of the write-set last submitted: certification needs the index
-    /// from here on.
-    pub(crate) last_seen: Seqno,
-}
-
-impl LocalTrx {
-    /// After `release`, does this transaction go on with another fragment? Only after a
-    /// fragment that passed, left commit order and neither ended nor rolled back the
-    /// transaction (wsrep-lib releases the handle after every fragment).
-    pub(crate) fn continues_after_release(&self) -> bool {
-        let fragment = self.flags & (flags::TRX_END | flags::ROLLBACK | flags::ISOLATION) == 0;
-        let passed = matches!(self.outcome, Some((_, Verdict::Pass { .. })));
-        fragment && passed && self.commit_done && !self.rolled_back
-    }
-
-    /// Clears what the last fragment carried, so that the next one replicates only its own
-    /// keys and rows. A brute-force abort stays: the next certify must fail.
-    pub(crate) fn start_next_fragment(&mut self) {
-        self.keys.clear();
-        self.data.clear();
-        self.outcome = None;
-        self.submitted = false;
-        self.commit_done = false;
-    }
-}
-
-pub(crate) fn new_trx() -> LocalTrx {
-    LocalTrx {
-        conn_id: 0,
-        keys: Vec::new(),
-        data: Vec::new(),
-        flags: 0,
-        outcome: None,
-        aborted_by: None,
-        submitted: false,
-        commit_done: false,
-        rolled_back: false,
-        last_seen: Seqno::UNDEFINED,
-    }
-}
-
-/// How a wait at the pause gate ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GatePassage {
-    /// Not held (any more): the seqno is recorded as started.
-    Passed,
-    /// The local transaction waiting there was brute-force aborted by an earlier seqno.
-    Aborted,
-    /// The node is closing.
-    Closing,
-}
-
 impl Replicator {
     /// Adds a key to a local transaction (created on first use).
     pub fn append_key(&self, trx_id: u64, parts: Vec<Vec<u8>>, key_type: KeyType) {
-        let mut inner = lock(&self.shared.inner);
-        let trx = inner.trxs.entry(trx_id).or_insert_with(new_trx);
-        trx.keys.push(Key { parts, key_type });
+        lock(&self.shared.inner)
+            .engine
+            .append_key(trx_id, parts, key_type);
     }
 
     /// Appends row data to a local transaction (pieces are joined in order).
     pub fn append_data(&self, trx_id: u64, data: &[u8]) {
-        let mut inner = lock(&self.shared.inner);
-        let trx = inner.trxs.entry(trx_id).or_insert_with(new_trx);
-        trx.data.extend_from_slice(data);
+        lock(&self.shared.inner).engine.append_data(trx_id, data);
     }
 
     /// Replicates and certifies a local transaction.
@@ -126,7 +55,7 @@ impl Replicator {
     ) -> CertifyOutcome {
         let submitted = match self.submit(conn_id, trx_id, trx_flags) {
             Ok(submitted) => submitted,
-            Err(outcome) => return outcome,
+            Err(refusal) => return refusal.into(),
         };
         let inner = lock(&self.shared.inner);
         let (inner, outcome) = self.wait_for_verdict(inner, trx_id, &submitted);
@@ -135,103 +64,51 @@ impl Replicator {
         };
         // Ordered after the pause point: the server is reading its data as of that point,
         // so this transaction commits (or reports its failure) only after `resume`.
-        let (inner, gate) = self.pass_pause_gate(inner, seqno, Some(trx_id));
+        let (mut inner, gate) = self.pass_pause_gate(inner, seqno, Some(trx_id));
         if gate == GatePassage::Closing {
             return CertifyOutcome::NotOrdered;
         }
-        let meta = Meta {
-            gtid: Gtid {
-                cluster: inner.cluster,
-                seqno,
-            },
-            source: inner.own,
-            trx_id,
-            conn_id,
-            depends_on: Seqno::UNDEFINED,
-        };
-        let aborted_by = inner.trxs.get(&trx_id).and_then(|t| t.aborted_by);
+        let action = inner
+            .engine
+            .verdict_action(trx_id, conn_id, seqno, verdict, toi);
         drop(inner);
-        self.take_verdict(meta, verdict, aborted_by, toi)
+        self.take_verdict(action, toi)
     }
 
-    /// Encodes the transaction's write-set and hands it to the group. `Err` with the
-    /// outcome when nothing was sent.
+    /// Encodes the transaction's write-set and hands it to the group. `Err` when nothing
+    /// was sent.
     fn submit(
         &self,
         conn_id: u64,
         trx_id: u64,
         trx_flags: u32,
-    ) -> Result<Submitted, CertifyOutcome> {
+    ) -> Result<Submitted, SubmitRefusal> {
         let shared = &self.shared;
-        let mut inner = lock(&shared.inner);
-        let ready = inner.primary && matches!(inner.state, NodeState::Synced | NodeState::Donor);
-        let own = inner.own;
-        let last_seen = self.last_committed_locked();
-        let Some(trx) = inner.trxs.get_mut(&trx_id) else {
-            return Err(CertifyOutcome::NotOrdered);
-        };
-        if trx.aborted_by.is_some() || !ready {
-            return Err(CertifyOutcome::NotOrdered);
-        }
-        trx.conn_id = conn_id;
-        trx.flags = trx_flags;
-        trx.last_seen = last_seen;
-        // Encoded from the record, which keeps keys and data: a BF-aborted transaction is
-        // replayed from it.
-        let write_set = WriteSetView {
-            source: own,
-            conn_id,
-            trx_id,
-            last_seen,
-            flags: trx_flags,
-            keys: &trx.keys,
-            data: &trx.data,
-        };
-        let bytes = write_set.to_bytes();
+        let committed = self.last_committed_locked();
         let limit = shared.max_write_set_bytes.load(Ordering::Relaxed);
-        if bytes.len() as u64 > limit {
-            let size = bytes.len() as u64;
-            inner.counters.size_exceeded += 1;
-            drop(inner);
-            let message = format!(
-                "transaction {trx_id}: write-set of {size} bytes exceeds repl.max_ws_size = \
-                 {limit}; nothing was replicated (raise wsrep_max_ws_size, or replicate it in \
-                 fragments with wsrep_trx_fragment_size)"
-            );
-            shared.app.log(LogLevel::Warning, &message);
-            return Err(CertifyOutcome::SizeExceeded { size, limit });
-        }
-        let key_bytes: usize = write_set
-            .keys
-            .iter()
-            .flat_map(|key| key.parts.iter())
-            .map(Vec::len)
-            .sum();
-        let (key_count, data_len) = (write_set.keys.len(), write_set.data.len());
-        trx.submitted = true;
-        let counters = &mut inner.counters;
-        counters.replicated += 1;
-        counters.replicated_bytes += bytes.len() as u64;
-        counters.repl_keys += key_count as u64;
-        counters.repl_keys_bytes += key_bytes as u64;
-        counters.repl_data_bytes += data_len as u64;
-        let in_flight = inner.write_sets_in_flight();
-        inner.window.send_queue.record(in_flight as u64);
-        let Some(runner) = inner.runner.clone() else {
-            return Err(CertifyOutcome::NotOrdered);
+        let (bytes, runner, pending) = {
+            let mut inner = lock(&shared.inner);
+            let prepared = inner
+                .engine
+                .prepare_submission(conn_id, trx_id, trx_flags, committed, limit);
+            let pending = shared.drain(&mut inner);
+            (prepared, inner.runner.clone(), pending)
         };
-        // Never block on the transport while holding the state lock: the dispatcher needs
-        // it to hand out verdicts.
-        drop(inner);
+        shared.carry_out(pending);
+        let bytes = bytes?;
+        // Never block on the transport while holding the engine's lock: the dispatcher
+        // needs it to hand out verdicts.
         let sent_at = Instant::now();
-        let Ok(ticket) = runner.submit(bytes) else {
-            return Err(CertifyOutcome::NotOrdered);
-        };
-        Ok(Submitted {
-            runner,
-            ticket,
-            sent_at,
-        })
+        let ticket = runner.as_ref().and_then(|r| r.submit(bytes).ok());
+        lock(&shared.inner).engine.submitted(trx_id, ticket);
+        match (runner, ticket) {
+            (Some(runner), Some(ticket)) => Ok(Submitted {
+                runner,
+                ticket,
+                sent_at,
+            }),
+            _ => Err(SubmitRefusal::NotOrdered),
+        }
     }
 
     /// Waits for the dispatcher to order and certify the submitted write-set: its seqno and
@@ -243,53 +120,33 @@ impl Replicator {
         submitted: &Submitted,
     ) -> (MutexGuard<'a, Inner>, Option<(Seqno, Verdict)>) {
         let shared = &self.shared;
-        let ticket = submitted.ticket;
         let mut cancel_tried = false;
         let outcome = loop {
-            let trx = inner
-                .trxs
-                .get(&trx_id)
-                .expect("a waiting trx stays registered");
-            if let Some(outcome) = trx.outcome {
-                inner
-                    .window
-                    .replication_latency
-                    .record(submitted.sent_at.elapsed());
-                break Some(outcome);
-            }
-            // Withdrawn: this node fell out of the order (see `withdraw_waiting`).
-            if inner.closing || !inner.connected || !trx.submitted {
-                break None;
-            }
-            // Given up by the group before it left this node (see `withdraw_abandoned`).
-            if let Some(at) = inner.abandoned.iter().position(|t| *t == ticket) {
-                inner.abandoned.remove(at);
-                if let Some(trx) = inner.trxs.get_mut(&trx_id) {
-                    trx.submitted = false;
+            match inner.engine.poll_verdict(trx_id, cancel_tried) {
+                VerdictPoll::Ordered(seqno, verdict) => {
+                    inner
+                        .engine
+                        .record_replication_latency(submitted.sent_at.elapsed());
+                    break Some((seqno, verdict));
                 }
-                break None;
-            }
-            if trx.aborted_by.is_some() && !cancel_tried {
-                // Brute-force aborted while flow control may hold the write-set back: an
-                // applier is waiting for this transaction's locks, so give up now if the
-                // write-set never left. If it did leave, it will be ordered (nothing holds
-                // sent write-sets) and the transaction is replayed.
-                cancel_tried = true;
-                drop(inner);
-                let cancelled = submitted.runner.cancel(ticket).unwrap_or(false);
-                inner = lock(&shared.inner);
-                if cancelled {
-                    if let Some(trx) = inner.trxs.get_mut(&trx_id) {
-                        trx.submitted = false;
+                VerdictPoll::NotOrdered => break None,
+                VerdictPoll::TryCancel => {
+                    cancel_tried = true;
+                    drop(inner);
+                    let cancelled = submitted.runner.cancel(submitted.ticket).unwrap_or(false);
+                    inner = lock(&shared.inner);
+                    if cancelled {
+                        inner.engine.withdrawn_before_sending(trx_id);
+                        break None;
                     }
-                    break None;
                 }
-                continue;
+                VerdictPoll::Pending => {
+                    inner = shared
+                        .changed
+                        .wait(inner)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
             }
-            inner = shared
-                .changed
-                .wait(inner)
-                .unwrap_or_else(|p| p.into_inner());
         };
         (inner, outcome)
     }
@@ -297,40 +154,27 @@ impl Replicator {
     /// Acts on a certified write-set's verdict: a failure passes its seqno in the apply
     /// monitor; a pass enters it (TOI also enters commit order, to run alone) unless an
     /// earlier seqno brute-force aborted the transaction meanwhile.
-    fn take_verdict(
-        &self,
-        meta: Meta,
-        verdict: Verdict,
-        aborted_by: Option<Seqno>,
-        toi: bool,
-    ) -> CertifyOutcome {
-        let seqno = meta.gtid.seqno;
+    fn take_verdict(&self, action: VerdictAction, toi: bool) -> CertifyOutcome {
         let monitors = self.monitors();
-        match verdict {
-            Verdict::Fail(_) => {
-                monitors.apply.self_cancel(seqno);
-                lock(&self.shared.inner).counters.cert_failures += 1;
-                CertifyOutcome::Failed(meta)
+        match action {
+            VerdictAction::Failed(meta) => {
+                monitors.apply.self_cancel(meta.gtid.seqno);
             }
-            Verdict::Pass { depends_on } => {
-                if aborted_by.is_some_and(|bf| bf < seqno) {
-                    return CertifyOutcome::BfAborted(Meta { depends_on, ..meta });
-                }
-                let depends_on = if toi { seqno.prev() } else { depends_on };
-                let meta = Meta { depends_on, ..meta };
-                if monitors.apply.enter(seqno, depends_on).is_err() {
+            VerdictAction::Replay(_) => {}
+            VerdictAction::Enter(meta) => {
+                let seqno = meta.gtid.seqno;
+                if monitors.apply.enter(seqno, meta.depends_on).is_err() {
                     return CertifyOutcome::BfAborted(meta);
                 }
-                lock(&self.shared.inner).entered_apply.insert(seqno);
                 if toi {
                     monitors.commit.enter_regardless(seqno, seqno.prev());
-                    lock(&self.shared.inner)
-                        .toi_by_conn
-                        .insert(meta.conn_id, seqno);
                 }
-                CertifyOutcome::Committable(meta)
+                lock(&self.shared.inner)
+                    .engine
+                    .entered_apply(seqno, toi.then_some(meta.conn_id));
             }
         }
+        action.into()
     }
 
     /// Waits while `pause` holds `seqno` back, then records it as started. A local
@@ -343,20 +187,9 @@ impl Replicator {
         trx_id: Option<u64>,
     ) -> (MutexGuard<'a, Inner>, GatePassage) {
         loop {
-            if !inner.pause.holds(seqno) {
-                inner.pause.started(seqno);
-                return (inner, GatePassage::Passed);
-            }
-            if inner.closing || !inner.connected {
-                return (inner, GatePassage::Closing);
-            }
-            // Only an abort by an earlier seqno counts: a later one could not run anyway.
-            let aborted = trx_id
-                .and_then(|id| inner.trxs.get(&id))
-                .and_then(|trx| trx.aborted_by)
-                .is_some_and(|bf| bf < seqno);
-            if aborted {
-                return (inner, GatePassage::Aborted);
+            let passage = inner.engine.pass_pause_gate(seqno, trx_id);
+            if passage != GatePassage::Held {
+                return (inner, passage);
             }
             inner = self
                 .shared
@@ -371,50 +204,27 @@ impl Replicator {
     /// to its appliers. It does not wait for the order, and flow control does not hold it.
     /// `Err` if it could not be sent; wsrep-lib then sends it again later.
     pub fn rollback(&self, trx_id: u64, data: &[u8]) -> Result<(), ReplicatorError> {
-        let mut inner = lock(&self.shared.inner);
-        if !inner.primary || !inner.connected {
-            return Err(ReplicatorError::NotConnected);
-        }
-        let conn_id = match inner.trxs.get_mut(&trx_id) {
-            Some(trx) => {
-                trx.rolled_back = true;
-                trx.conn_id
-            }
-            None => 0,
+        let committed = self.last_committed_locked();
+        let (bytes, runner) = {
+            let mut inner = lock(&self.shared.inner);
+            let bytes = inner.engine.prepare_rollback(trx_id, data, committed);
+            (bytes, inner.runner.clone())
         };
-        let write_set = WriteSet {
-            source: inner.own,
-            conn_id,
-            trx_id,
-            last_seen: self.last_committed_locked(),
-            flags: flags::ROLLBACK | flags::PA_UNSAFE,
-            keys: Vec::new(),
-            data: Bytes::copy_from_slice(data),
-        };
-        let Some(runner) = inner.runner.clone() else {
+        let (Some(bytes), Some(runner)) = (bytes, runner) else {
             return Err(ReplicatorError::NotConnected);
         };
-        inner.counters.streaming_rollbacks += 1;
-        drop(inner);
         runner
-            .submit_urgent(write_set.to_bytes())
+            .submit_urgent(bytes)
             .map(|_| ())
             .map_err(|_| ReplicatorError::NotConnected)
     }
 
     /// Brute-force aborts local transaction `victim` on behalf of the write-set at `bf_seqno`.
     pub fn abort_certification(&self, bf_seqno: Seqno, victim: u64) -> AbortOutcome {
-        let mut inner = lock(&self.shared.inner);
-        let Some(trx) = inner.trxs.get_mut(&victim) else {
-            return AbortOutcome::Aborted;
-        };
-        if let Some((seqno, _)) = trx.outcome {
-            if seqno < bf_seqno {
-                return AbortOutcome::NotAllowed(seqno);
-            }
-            trx.aborted_by = Some(bf_seqno);
-            inner.counters.bf_aborts += 1;
-            drop(inner);
+        let (outcome, interrupt) = lock(&self.shared.inner)
+            .engine
+            .abort_certification(bf_seqno, victim);
+        if let Some(seqno) = interrupt {
             if let Some(monitors) = lock(&self.shared.monitors).clone() {
                 // Interrupt exactly the wait the victim is in (or will be in next). An
                 // interrupt left on the commit monitor for a victim stopped at the apply
@@ -423,15 +233,9 @@ impl Replicator {
                     monitors.commit.interrupt(seqno);
                 }
             }
-            // Or the victim waits at the pause gate.
-            self.shared.changed.notify_all();
-            return AbortOutcome::Aborted;
         }
-        trx.aborted_by = Some(bf_seqno);
-        inner.counters.bf_aborts += 1;
-        drop(inner);
-        // Wake a victim waiting in `certify`.
+        // Wake a victim waiting in `certify`, or at the pause gate.
         self.shared.changed.notify_all();
-        AbortOutcome::Aborted
+        outcome
     }
 }

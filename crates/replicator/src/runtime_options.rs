@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use gcache::FreezePurge;
+use base::FreezePurge;
 use group::GroupConfig;
 
 use crate::app::LogLevel;
@@ -34,7 +34,7 @@ impl Replicator {
     pub fn set_freeze_purge(&self, freeze: FreezePurge) -> Result<(), ReplicatorError> {
         lock(&self.shared.cache)
             .set_freeze_purge(freeze)
-            .map_err(|error| ReplicatorError::Options(error.to_string()))
+            .map_err(ReplicatorError::Options)
     }
 
     /// The effective `gcache.freeze_purge_at_seqno` (`now` resolved to a seqno).
@@ -43,7 +43,7 @@ impl Replicator {
     }
 
     /// Sets `repl.max_ws_size`: write-sets larger than this are refused
-    /// ([`CertifyOutcome::SizeExceeded`]).
+    /// ([`engine::CertifyOutcome::SizeExceeded`]).
     pub fn set_max_write_set_bytes(&self, limit: u64) {
         self.shared
             .max_write_set_bytes

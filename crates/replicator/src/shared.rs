@@ -1,24 +1,23 @@
-//! What the node's threads share: the state behind one lock ([`Inner`]), the condvar that
-//! announces its changes, the apply and commit monitors, and the counters.
+//! What the node's threads share: the engine behind one lock ([`Inner`]), the condvar that
+//! announces its changes, the apply and commit monitors, the write-set cache, and how the
+//! engine's effects are carried out.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use base::{Gtid, NodeState, Seqno, Uuid};
+use base::{Nanos, Seqno};
+use engine::{ActionCache, CacheWrite, Effect, EngineConfig, NodeEngine, OutgoingTransfer};
 use order::{BlockingMonitor, Policy, DEFAULT_WINDOW};
 use transport::RunnerHandle;
 
-use crate::addresses::Reachable;
-use crate::app::{Application, LogLevel, MemberOut, ViewInfo, PROTOCOL_VERSION};
-use crate::applier::RecvEvent;
-use crate::averages::Window;
-use crate::joining::Joining;
-use crate::local_trx::{LocalTrx, DEFAULT_MAX_WRITE_SET_BYTES};
-use crate::pause::PauseGate;
+use crate::app::{Application, LogLevel};
+use crate::connection::{leave_group, FATAL_LEAVE_WAIT};
+use crate::local_trx::DEFAULT_MAX_WRITE_SET_BYTES;
+use crate::persisted::FileStateStore;
 use crate::settings::Settings;
-use crate::{cache, vote};
+use crate::transfer;
 
 pub(crate) struct Monitors {
     pub(crate) apply: BlockingMonitor,
@@ -35,168 +34,17 @@ impl Monitors {
     }
 }
 
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) replicated: u64,
-    pub(crate) replicated_bytes: u64,
-    pub(crate) received: u64,
-    pub(crate) received_bytes: u64,
-    pub(crate) cert_failures: u64,
-    pub(crate) bf_aborts: u64,
-    pub(crate) replays: u64,
-    pub(crate) commits: u64,
-    pub(crate) causal_reads: u64,
-    pub(crate) repl_keys: u64,
-    pub(crate) repl_keys_bytes: u64,
-    pub(crate) repl_data_bytes: u64,
-    pub(crate) apply_waits: u64,
-    /// Streaming fragments this node replicated (commit fragments excluded).
-    pub(crate) fragments_replicated: u64,
-    /// Streaming rollbacks this node replicated.
-    pub(crate) streaming_rollbacks: u64,
-    /// Write-sets refused for `repl.max_ws_size`.
-    pub(crate) size_exceeded: u64,
-}
-
+/// The engine and the handle of the group member it talks to.
 pub(crate) struct Inner {
-    pub(crate) connected: bool,
-    /// Counts `connect` calls: threads of an earlier connection see it change and end.
-    pub(crate) connection: u64,
-    pub(crate) closing: bool,
-    /// `disconnect` has begun: the group member's thread is stopped on purpose.
-    pub(crate) leaving: bool,
+    pub(crate) engine: NodeEngine,
     pub(crate) runner: Option<RunnerHandle>,
-    pub(crate) state: NodeState,
-    pub(crate) cluster: Uuid,
-    pub(crate) own: Uuid,
-    pub(crate) members: Vec<MemberOut>,
-    pub(crate) view_id: i64,
-    pub(crate) primary: bool,
-    pub(crate) last_ordered: Seqno,
-    pub(crate) trxs: HashMap<u64, LocalTrx>,
-    pub(crate) toi_by_conn: HashMap<u64, Seqno>,
-    pub(crate) queue: VecDeque<RecvEvent>,
-    pub(crate) serial_running: bool,
-    /// The serial event running takes a seqno (an ordered view): `pause` waits for it.
-    pub(crate) ordered_serial_running: bool,
-    pub(crate) applying_now: usize,
-    /// What `pause` lets finish and what it holds back.
-    pub(crate) pause: PauseGate,
-    pub(crate) desync_count: u64,
-    pub(crate) entered_apply: HashSet<Seqno>,
-    pub(crate) counters: Counters,
-    pub(crate) donor_names: String,
-    pub(crate) joining: Option<Joining>,
-    /// Causal reads waiting for the group's answer: request id -> the seqno to wait for.
-    pub(crate) causal: HashMap<u64, Option<Seqno>>,
-    /// Tickets of submissions the group gave up, until their waiters find them (see
-    /// `Dispatcher::withdraw_abandoned`); at most [`ABANDONED_REMEMBERED`].
-    pub(crate) abandoned: VecDeque<u64>,
-    pub(crate) next_causal_id: u64,
-    /// Averages since the last `stats_reset`.
-    pub(crate) window: Window,
-    /// Whether this node was the last member when it left (for the saved state).
-    pub(crate) last_member_on_leave: Option<bool>,
-    pub(crate) cert_index_size: usize,
-    /// Streaming transactions open in the cluster, as this node's certification index
-    /// tracks them, and their certified fragments.
-    pub(crate) open_streams: (usize, u64),
-    /// Where the server stood when it connected (see `Replicator::start_position`).
-    pub(crate) start_position: Option<Gtid>,
-    /// This node's addresses as decided at `connect`.
-    pub(crate) reachable: Option<Reachable>,
-    /// The consistency votes this node takes part in.
-    pub(crate) votes: vote::VoteBook,
-    /// The joiner (Raft id) this node is sending a snapshot to, to tell if it fails.
-    pub(crate) donating_to: Option<u64>,
 }
 
-impl Inner {
-    /// The state of a node that never connected.
-    pub(crate) fn disconnected() -> Inner {
-        Inner {
-            connected: false,
-            connection: 0,
-            closing: false,
-            leaving: false,
-            runner: None,
-            state: NodeState::Closed,
-            cluster: Uuid::NIL,
-            own: Uuid::NIL,
-            members: Vec::new(),
-            view_id: -1,
-            primary: false,
-            last_ordered: Seqno::UNDEFINED,
-            trxs: HashMap::new(),
-            toi_by_conn: HashMap::new(),
-            queue: VecDeque::new(),
-            serial_running: false,
-            ordered_serial_running: false,
-            applying_now: 0,
-            pause: PauseGate::default(),
-            desync_count: 0,
-            entered_apply: HashSet::new(),
-            counters: Counters::default(),
-            donor_names: String::new(),
-            joining: None,
-            causal: HashMap::new(),
-            abandoned: VecDeque::new(),
-            next_causal_id: 0,
-            window: Window::new(0),
-            last_member_on_leave: None,
-            cert_index_size: 0,
-            open_streams: (0, 0),
-            start_position: None,
-            reachable: None,
-            votes: vote::VoteBook::default(),
-            donating_to: None,
-        }
-    }
-
-    /// Hands the server the final view of a disconnected node (no members) and marks the
-    /// connection closed: the appliers return once they have passed it on.
-    pub(crate) fn close_with_final_view(&mut self, app: &dyn Application) {
-        let final_view = ViewInfo {
-            state_id: Gtid {
-                cluster: self.cluster,
-                seqno: self.last_ordered,
-            },
-            view_id: -1,
-            primary: false,
-            members: Vec::new(),
-            my_index: -1,
-            proto_ver: PROTOCOL_VERSION,
-        };
-        self.queue.push_back(RecvEvent::View {
-            view: final_view,
-            ordered: false,
-        });
-        self.closing = true;
-        self.connected = false;
-        self.primary = false;
-        self.shift(NodeState::Closed, app);
-    }
-
-    /// What this node reports as committed for the commit cut, below which every member
-    /// purges its certification index: no more than `committed`, and no more than the
-    /// `last_seen` of any local write-set still waiting for its order. A large write-set
-    /// takes long to order; had the cut passed its `last_seen` meanwhile, it would fail
-    /// certification as too old although nothing conflicted with it.
-    pub(crate) fn purge_floor(&self, committed: Seqno) -> Seqno {
-        self.trxs
-            .values()
-            .filter(|t| t.submitted && t.outcome.is_none())
-            .map(|t| t.last_seen)
-            .fold(committed, Seqno::min)
-    }
-
-    /// Local write-sets sent to the group and not ordered yet (Galera's send queue).
-    pub(crate) fn write_sets_in_flight(&self) -> usize {
-        self.trxs
-            .values()
-            .filter(|t| t.submitted && t.outcome.is_none())
-            .count()
-    }
+/// Effects taken from the engine under the lock, to carry out without it.
+#[must_use = "effects taken from the engine must be carried out"]
+pub(crate) struct Pending {
+    effects: Vec<Effect>,
+    runner: Option<RunnerHandle>,
 }
 
 pub(crate) struct Shared {
@@ -208,27 +56,172 @@ pub(crate) struct Shared {
     /// `repl.causal_read_timeout`, which may change at runtime.
     pub(crate) causal_read_timeout: Mutex<Duration>,
     /// The write-set cache this node serves IST from.
-    pub(crate) cache: Mutex<cache::ActionCache>,
+    pub(crate) cache: Mutex<ActionCache>,
     /// `repl.max_ws_size`: the largest encoded write-set this node replicates.
     pub(crate) max_write_set_bytes: AtomicU64,
     /// `gmcast.isolate`: this node's group links are cut (kept across a reconnect).
     pub(crate) isolated: AtomicBool,
+    /// A cache write failed (logged once, not per write-set).
+    cache_failed: AtomicBool,
+    /// The oldest cached seqno last reported to the group.
+    cached_reported: AtomicI64,
+    /// Threads sending state transfer streams to joiners.
+    pub(crate) senders: Mutex<Vec<JoinHandle<()>>>,
+    /// The engine's clock starts here.
+    started: Instant,
 }
 
 impl Shared {
     /// The shared state of a replicator that is not connected yet.
     pub(crate) fn new(app: Arc<dyn Application>, settings: Settings) -> Shared {
         let causal_read_timeout = settings.causal_read_timeout;
+        let config = EngineConfig {
+            node_name: settings.node_name.clone(),
+            incoming_address: settings.incoming_address.clone(),
+            strict_transitions: cfg!(debug_assertions),
+        };
+        let store = Box::new(FileStateStore::new(settings.state_dir.clone()));
+        let engine = NodeEngine::new(config, store, Nanos(0));
         Shared {
             app,
             settings,
-            inner: Mutex::new(Inner::disconnected()),
+            inner: Mutex::new(Inner {
+                engine,
+                runner: None,
+            }),
             changed: Condvar::new(),
             monitors: Mutex::new(None),
             causal_read_timeout: Mutex::new(causal_read_timeout),
             isolated: AtomicBool::new(false),
-            cache: Mutex::new(cache::ActionCache::disabled()),
+            cache: Mutex::new(ActionCache::disabled()),
             max_write_set_bytes: AtomicU64::new(DEFAULT_MAX_WRITE_SET_BYTES),
+            cache_failed: AtomicBool::new(false),
+            cached_reported: AtomicI64::new(Seqno::UNDEFINED.0),
+            senders: Mutex::new(Vec::new()),
+            started: Instant::now(),
+        }
+    }
+
+    /// The engine's time: nanoseconds since this replicator was made.
+    pub(crate) fn now(&self) -> Nanos {
+        Nanos(self.started.elapsed().as_nanos() as u64)
+    }
+
+    /// Takes the engine's effects: the monitors' are done at once, under the lock, so that
+    /// no applier runs a task before the monitors it needs exist; the rest are returned
+    /// for [`Shared::carry_out`] once the lock is released.
+    pub(crate) fn drain(&self, inner: &mut Inner) -> Pending {
+        let mut effects = inner.engine.take_effects();
+        effects.retain(|effect| match effect {
+            Effect::ResetMonitors(position) => {
+                *lock(&self.monitors) = Some(Arc::new(Monitors::at(*position)));
+                false
+            }
+            Effect::MonitorsAt(position) => {
+                monitors_continue_at(self, *position);
+                false
+            }
+            _ => true,
+        });
+        Pending {
+            effects,
+            runner: inner.runner.clone(),
+        }
+    }
+
+    /// Runs `f` on the engine, then carries out what it decided.
+    pub(crate) fn with_engine<R>(self: &Arc<Self>, f: impl FnOnce(&mut NodeEngine) -> R) -> R {
+        let (result, pending) = {
+            let mut inner = lock(&self.inner);
+            let result = f(&mut inner.engine);
+            (result, self.drain(&mut inner))
+        };
+        self.carry_out(pending);
+        result
+    }
+
+    /// Carries out effects taken with [`Shared::drain`], in order.
+    pub(crate) fn carry_out(self: &Arc<Self>, pending: Pending) {
+        let Pending { effects, runner } = pending;
+        for effect in effects {
+            self.carry_out_one(effect, runner.as_ref());
+        }
+    }
+
+    fn carry_out_one(self: &Arc<Self>, effect: Effect, runner: Option<&RunnerHandle>) {
+        match effect {
+            Effect::Log(level, message) => self.app.log(level, &message),
+            Effect::AnnounceState(state) => {
+                if let Some(runner) = runner {
+                    let _ = runner.set_local_state(state);
+                }
+            }
+            Effect::Cache(write) => self.cache_write(&write, runner),
+            Effect::RequestState(request) => {
+                if let Some(runner) = runner {
+                    let _ = runner.request_state(request);
+                }
+            }
+            Effect::SendTransfer(transfer) => self.send_transfer(transfer),
+            Effect::Vote { seqno, code } => {
+                if let Some(runner) = runner {
+                    let _ = runner.vote(seqno, code);
+                }
+            }
+            Effect::TransferFailed { joiner } => {
+                if let Some(runner) = runner {
+                    let _ = runner.transfer_failed(joiner);
+                }
+            }
+            Effect::Leave => {
+                if let Some(runner) = runner {
+                    let _ = runner.leave();
+                }
+            }
+            Effect::Fatal(message) => {
+                // As Galera's abort: leave the group first, so that the others do not count
+                // a node that will never answer again (two of two would otherwise lose their
+                // quorum to a joiner that died), then hand over to the server.
+                leave_group(self, FATAL_LEAVE_WAIT);
+                self.app.fatal(&message);
+            }
+            Effect::ResetMonitors(_) | Effect::MonitorsAt(_) => {
+                unreachable!("done in drain")
+            }
+        }
+    }
+
+    /// Stores an ordered action in the cache, and tells the group how far back it reaches.
+    fn cache_write(&self, write: &CacheWrite, runner: Option<&RunnerHandle>) {
+        let (result, from) = {
+            let mut cache = lock(&self.cache);
+            let result = cache.record(
+                write.history,
+                write.seqno,
+                write.kind,
+                write.depends_on,
+                &write.payload,
+            );
+            (result, cache.reach_from())
+        };
+        if let Err(error) = result {
+            if !self.cache_failed.swap(true, Ordering::Relaxed) {
+                let message = format!("cannot store seqno {} in the gcache: {error}", write.seqno);
+                self.app.log(LogLevel::Warning, &message);
+            }
+        }
+        if self.cached_reported.swap(from.0, Ordering::Relaxed) != from.0 {
+            if let Some(runner) = runner {
+                let _ = runner.report_cached(from);
+            }
+        }
+    }
+
+    /// Starts the thread that sends a state transfer stream to a joiner.
+    fn send_transfer(self: &Arc<Self>, transfer: OutgoingTransfer) {
+        let sender = transfer::spawn_sender(Arc::clone(self), transfer);
+        if let Some(sender) = sender {
+            lock(&self.senders).push(sender);
         }
     }
 }
@@ -237,39 +230,6 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl Inner {
-    /// Moves the node to `to` through the transition table (`NodeState::ALLOWED`), logs
-    /// it as Galera does (`Shifting SYNCED -> DONOR/DESYNCED (TO: 12)`), and tells the group
-    /// of a state it counts (the data states). Staying in a state is no transition.
-    ///
-    /// An illegal transition means this node's idea of its own state is wrong: it fails
-    /// every test (debug builds); a server in production logs it and goes on in `to`
-    /// rather than stop.
-    pub(crate) fn shift(&mut self, to: NodeState, app: &dyn Application) {
-        let from = self.state;
-        if from == to {
-            return;
-        }
-        if let Err(illegal) = self.state.transition(to) {
-            if cfg!(debug_assertions) {
-                panic!("{illegal}");
-            }
-            app.log(
-                LogLevel::Error,
-                &format!("{illegal}: a bug in Trireme's idea of this node's state"),
-            );
-            self.state = to;
-        }
-        let message = format!("Shifting {from} -> {to} (TO: {})", self.last_ordered);
-        app.log(LogLevel::Info, &message);
-        let counted_by_group =
-            !matches!(to, NodeState::Closed | NodeState::Open | NodeState::Primary);
-        if let Some(runner) = self.runner.as_ref().filter(|_| counted_by_group) {
-            let _ = runner.set_local_state(to);
-        }
-    }
 }
 
 /// Makes the monitors continue from `position`, where the node's state now stands: new

@@ -2,15 +2,13 @@
 //! from the node's state and its group member's. The provider gives each field its wsrep
 //! name and type, in one place; nothing here is text meant to be parsed back.
 
-use std::collections::HashSet;
-
-use base::{NodeState, Seqno, Uuid};
+use base::{Nanos, NodeState, Seqno, Uuid};
+use engine::averages::{Sampled, Window};
+use engine::{CacheReach, NodeEngine};
 use group::GroupStatus;
 
 use crate::app::MemberOut;
-use crate::averages::{Sampled, Window};
-use crate::cache::CacheReach;
-use crate::shared::{lock, Inner};
+use crate::shared::lock;
 use crate::Replicator;
 
 /// A queue's length now, and its extremes and mean since the last reset.
@@ -177,7 +175,8 @@ impl Replicator {
         let paused_ns = lock(&self.runner)
             .as_ref()
             .map_or(0, |r| r.status().flow.paused_ns);
-        lock(&self.shared.inner).window = Window::new(paused_ns);
+        let now = self.shared.now();
+        lock(&self.shared.inner).engine.reset_stats(now, paused_ns);
     }
 
     /// The node's status now.
@@ -185,43 +184,46 @@ impl Replicator {
         let last_committed = self.last_committed().seqno;
         let group = lock(&self.runner).as_ref().map(|r| r.status());
         let cache = self.cache_reach();
+        let now = self.shared.now();
         let inner = lock(&self.shared.inner);
+        let engine = &inner.engine;
         // Outside the primary component Galera's node is back to Initialized; its own state
         // returns with the primary component.
-        let state = if inner.primary || inner.state == NodeState::Closed {
-            inner.state
+        let state = if engine.primary() || engine.state() == NodeState::Closed {
+            engine.state()
         } else {
             NodeState::Open
         };
-        let window = &inner.window;
+        let stats = engine.stats();
+        let window = &stats.window;
         Status {
-            history: inner.cluster,
+            history: engine.cluster(),
             last_committed,
             state,
-            ready: inner.state == NodeState::Synced,
-            member: inner.own,
-            members: inner.members.clone(),
-            view_id: inner.view_id,
-            primary: inner.primary,
+            ready: engine.state() == NodeState::Synced,
+            member: engine.own(),
+            members: engine.members().to_vec(),
+            view_id: engine.view_id(),
+            primary: engine.primary(),
             leader: group.as_ref().is_some_and(|g| g.leader),
-            desync_count: inner.desync_count,
-            totals: totals(&inner),
-            send_queue: QueueStatus::of(inner.write_sets_in_flight(), &window.send_queue),
-            recv_queue: QueueStatus::of(inner.queue.len(), &window.recv_queue),
-            flow: flow(group.as_ref(), window),
-            apply: apply(&inner),
+            desync_count: engine.desync_count(),
+            totals: totals(engine),
+            send_queue: QueueStatus::of(engine.write_sets_in_flight(), &window.send_queue),
+            recv_queue: QueueStatus::of(engine.tasks().len(), &window.recv_queue),
+            flow: flow(group.as_ref(), window, now),
+            apply: apply(engine),
             cache,
-            open_transactions: inner.trxs.len() as u64,
-            open_connections: open_connections(&inner),
-            streaming_transactions: inner.open_streams.0 as u64,
-            streaming_fragments: inner.open_streams.1,
+            open_transactions: engine.open_transactions() as u64,
+            open_connections: engine.open_connections() as u64,
+            streaming_transactions: stats.open_streams.0 as u64,
+            streaming_fragments: stats.open_streams.1,
             replication_latency: window.replication_latency.render(),
         }
     }
 }
 
-fn totals(inner: &Inner) -> Totals {
-    let c = &inner.counters;
+fn totals(engine: &NodeEngine) -> Totals {
+    let c = &engine.stats().counters;
     Totals {
         replicated: c.replicated,
         replicated_bytes: c.replicated_bytes,
@@ -241,13 +243,13 @@ fn totals(inner: &Inner) -> Totals {
     }
 }
 
-fn flow(group: Option<&GroupStatus>, window: &Window) -> FlowStatus {
+fn flow(group: Option<&GroupStatus>, window: &Window, now: Nanos) -> FlowStatus {
     let Some(group) = group else {
         return FlowStatus::default();
     };
     FlowStatus {
         paused_ns: group.flow.paused_ns,
-        paused_fraction: window.paused_fraction(group.flow.paused_ns),
+        paused_fraction: window.paused_fraction(now, group.flow.paused_ns),
         sent: group.flow.sent,
         received: group.flow.recv,
         active: group.paused,
@@ -255,27 +257,17 @@ fn flow(group: Option<&GroupStatus>, window: &Window) -> FlowStatus {
     }
 }
 
-fn apply(inner: &Inner) -> ApplyStatus {
-    let w = &inner.window;
+fn apply(engine: &NodeEngine) -> ApplyStatus {
+    let stats = engine.stats();
+    let w = &stats.window;
     ApplyStatus {
         deps_distance: w.deps_distance.mean(),
         out_of_order_entry: w.apply_out_of_order_entry.fraction(),
         out_of_order_leave: w.apply_out_of_order_leave.fraction(),
         apply_window: w.apply_window.mean(),
-        apply_waits: inner.counters.apply_waits,
+        apply_waits: stats.counters.apply_waits,
         commit_window: w.commit_window.mean(),
-        cert_index_size: inner.cert_index_size as u64,
+        cert_index_size: stats.cert_index_size as u64,
         cert_interval: w.cert_interval.mean(),
     }
-}
-
-/// Client connections with a local transaction or a TOI statement open.
-fn open_connections(inner: &Inner) -> u64 {
-    inner
-        .trxs
-        .values()
-        .map(|t| t.conn_id)
-        .chain(inner.toi_by_conn.keys().copied())
-        .collect::<HashSet<u64>>()
-        .len() as u64
 }

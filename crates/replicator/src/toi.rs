@@ -1,10 +1,9 @@
 //! Total order isolation: a statement (DDL) that runs alone, in the total order, on every node.
 
-use base::KeyType;
-use writeset::{flags, Key};
+use engine::CertifyOutcome;
+use writeset::flags;
 
-use crate::error::{CertifyOutcome, ReplicatorError};
-use crate::local_trx::new_trx;
+use crate::error::ReplicatorError;
 use crate::shared::lock;
 use crate::Replicator;
 
@@ -18,19 +17,10 @@ impl Replicator {
         data: &[u8],
         trx_flags: u32,
     ) -> CertifyOutcome {
-        let trx_id = u64::MAX - conn_id;
-        {
-            let mut inner = lock(&self.shared.inner);
-            let trx = inner.trxs.entry(trx_id).or_insert_with(new_trx);
-            trx.keys = keys
-                .into_iter()
-                .map(|parts| Key {
-                    parts,
-                    key_type: KeyType::Exclusive,
-                })
-                .collect();
-            trx.data = data.to_vec();
-        }
+        let trx_id = toi_trx_id(conn_id);
+        lock(&self.shared.inner)
+            .engine
+            .begin_toi(trx_id, keys, data);
         let outcome = self.replicate(conn_id, trx_id, trx_flags | flags::ISOLATION, true);
         if !matches!(outcome, CertifyOutcome::Committable(_)) {
             self.release(trx_id);
@@ -45,12 +35,18 @@ impl Replicator {
         conn_id: u64,
         failure: Option<&[u8]>,
     ) -> Result<(), ReplicatorError> {
-        let seqno = lock(&self.shared.inner).toi_by_conn.remove(&conn_id);
+        let seqno = lock(&self.shared.inner).engine.end_toi(conn_id);
         let outcome = match seqno {
             Some(seqno) => self.commit_order_leave(seqno, failure),
             None => Ok(()),
         };
-        self.release(u64::MAX - conn_id);
+        self.release(toi_trx_id(conn_id));
         outcome
     }
+}
+
+/// The transaction id a TOI statement on `conn_id` replicates under (one statement per
+/// connection at a time, out of the server's own id range).
+fn toi_trx_id(conn_id: u64) -> u64 {
+    u64::MAX - conn_id
 }

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use base::Seqno;
-use cert::Verdict;
 
 use crate::kv::Op;
 
@@ -20,7 +19,7 @@ use crate::kv::Op;
 #[derive(Default)]
 pub struct Checker {
     delivered: BTreeMap<Seqno, String>,
-    verdicts: BTreeMap<Seqno, Verdict>,
+    verdicts: BTreeMap<Seqno, Option<Seqno>>,
     pub(crate) acknowledged: Vec<(Seqno, Vec<Op>)>,
     /// The highest seqno acknowledged to any client so far.
     pub(crate) highest_acknowledged: Seqno,
@@ -42,7 +41,7 @@ impl Checker {
         &mut self,
         slot: usize,
         seqno: Seqno,
-        verdict: Verdict,
+        verdict: Option<Seqno>,
     ) -> Result<(), String> {
         agree(&mut self.verdicts, slot, seqno, verdict, "certified")
     }

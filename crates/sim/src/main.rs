@@ -65,7 +65,10 @@ fn main() -> ExitCode {
         ..SimOptions::default()
     };
     // Panics inside a seed are caught and reported as that seed's failure.
-    std::panic::set_hook(Box::new(|_| {}));
+    // A failing seed says why in its line; SIM_TRACE=1 keeps the panic's own report too.
+    if std::env::var_os("SIM_TRACE").is_none() {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
     let started = Instant::now();
     let mut failed = 0u64;
     let mut committed = 0i64;
@@ -80,7 +83,7 @@ fn main() -> ExitCode {
             Ok(report) => {
                 committed += report.committed;
                 causal_reads += report.causal_reads;
-                transfers += report.transfers;
+                transfers += report.transfers();
                 crashes += report.crashes;
                 for (mark, hits) in &report.marks {
                     let entry = marks.entry(mark).or_default();

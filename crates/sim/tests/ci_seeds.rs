@@ -1,7 +1,8 @@
 //! The CI-sized simulator run: 200 seeds with every kind of fault, each checked by all the
-//! checkers (same deliveries, same verdicts, consecutive seqnos, ordered commits, no lost
-//! acknowledged write, equal synced databases, liveness after the heal, every damaged or
-//! forged message that must be refused refused).
+//! checkers (same deliveries, same verdicts, consecutive seqnos, ordered commits, no write
+//! applied before one it depends on, no lost acknowledged write, equal synced databases,
+//! liveness after the heal, every damaged or forged message and stream that must be refused
+//! refused).
 
 use sim::{run_seed, SimOptions};
 
@@ -33,8 +34,20 @@ fn faults_really_happen_in_the_ci_seeds() {
         .collect();
     assert!(reports.iter().map(|r| r.crashes).sum::<u64>() >= 5);
     assert!(
-        reports.iter().any(|r| r.transfers > r.nodes as u64 - 1),
+        reports.iter().any(|r| r.transfers() > r.nodes as u64 - 1),
         "restarted nodes got state"
+    );
+    let total = |count: fn(&sim::SimReport) -> u64| reports.iter().map(count).sum::<u64>();
+    assert!(total(|r| r.joins_by_ist) > 0, "nodes join by IST");
+    assert!(total(|r| r.joins_by_sst) > 0, "nodes join by SST");
+    assert!(total(|r| r.fragments) > 0, "transactions stream fragments");
+    assert!(
+        total(|r| r.replays) > 0,
+        "brute-force aborted transactions replay"
+    );
+    assert!(
+        total(|r| r.refused_streams) > 0,
+        "damaged and cut streams are refused"
     );
     assert!(
         reports.iter().map(|r| r.cert_failures).sum::<u64>() > 0,

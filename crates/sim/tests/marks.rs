@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use sim::{run_seed, SimOptions};
 
 /// Seeds of the default fault sweep that must hit every mark.
-const SEEDS: u64 = 200;
+const SEEDS: u64 = 300;
 
 /// The marks the simulator must reach, each with what it stands for.
 const EXPECTED: &[(&str, &str)] = &[
@@ -19,6 +19,59 @@ const EXPECTED: &[(&str, &str)] = &[
         "cert.pa_unsafe_write_set_conflicts",
         "a PA_UNSAFE write-set still conflicts",
     ),
+    (
+        "cert.conflict_with_a_certified_fragment",
+        "a write-set conflicts with a fragment of an open streaming transaction",
+    ),
+    (
+        "engine.replay_after_brute_force_abort",
+        "a transaction brute-force aborted after its verdict replays",
+    ),
+    (
+        "engine.ordered_transaction_brute_force_aborted",
+        "an applier aborts a local transaction that was already ordered",
+    ),
+    (
+        "engine.readmitted_member_catches_up",
+        "a member evicted and readmitted catches up by IST",
+    ),
+    (
+        "engine.joiner_readmitted_asks_again",
+        "a joiner evicted while it waited is readmitted and asks again",
+    ),
+    (
+        "engine.cut_stream_resumed_from_what_was_queued",
+        "a cut IST stream is resumed from what was queued",
+    ),
+    (
+        "engine.donor_left_before_the_transfer_finished",
+        "a joiner's donor leaves before the transfer is done",
+    ),
+    (
+        "engine.ist_not_possible_sst_instead",
+        "a donor that lacks the gap sends a snapshot",
+    ),
+    (
+        "engine.ist_only_request_refused",
+        "a donor refuses an IST-only request it cannot serve",
+    ),
+    (
+        "engine.join_gave_up_for_want_of_a_donor",
+        "no member holds a readmitted node's gap: it stops and rejoins by SST",
+    ),
+    (
+        "engine.state_gap_caught_up_by_ist",
+        "a member behind the log catches up by IST at once",
+    ),
+    (
+        "engine.streams_of_departed_members_closed",
+        "the streams of members that left end",
+    ),
+    (
+        "engine.waiting_transactions_withdrawn",
+        "local transactions waiting for an order that will not come fail",
+    ),
+    ("engine.paused", "a node pauses"),
     (
         "group.admitted_inside_a_raft_snapshot",
         "a joiner learns its admission from a snapshot",
@@ -63,6 +116,42 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     ("sim.two_nodes_crashed_at_once", "a double failure"),
     ("sim.node_made_slow", "a slow node"),
+    (
+        "sim.donor_died_during_its_stream",
+        "a donor dies while its IST stream is on the way",
+    ),
+    ("sim.stream_cut_on_the_way", "a stream is cut on the way"),
+    (
+        "sim.stream_damaged_on_the_way",
+        "a stream is damaged on the way",
+    ),
+    (
+        "sim.gcache_recovery_dropped_damaged_records",
+        "a crash tears or flips gcache records, which recovery drops",
+    ),
+    ("sim.gcache_frozen", "a gcache freezes its purge"),
+    (
+        "sim.snapshot_taken_under_a_pause",
+        "a donor's snapshot is taken under a pause",
+    ),
+    (
+        "sim.pause_reached_its_point",
+        "FLUSH TABLES WITH READ LOCK reaches its pause point",
+    ),
+    (
+        "sim.brute_force_aborted_transaction_replayed",
+        "a replay commits",
+    ),
+    (
+        "sim.streaming_transaction_rolled_back",
+        "a streaming transaction rolls back everywhere",
+    ),
+    ("sim.ist_received", "a joiner receives IST"),
+    ("sim.joined_by_snapshot", "a joiner installs a snapshot"),
+    (
+        "sim.node_stopped_by_a_fatal_error",
+        "a node stops on a fatal error and is started again",
+    ),
 ];
 
 #[test]

@@ -15,7 +15,7 @@ pub mod rules;
 use std::path::{Path, PathBuf};
 
 /// The crates that must stay deterministic (see `ARCHITECTURE.md`, "Architecture invariant").
-pub const CORE_CRATES: [&str; 5] = ["base", "writeset", "cert", "order", "group"];
+pub const CORE_CRATES: [&str; 6] = ["base", "writeset", "cert", "order", "group", "engine"];
 
 /// The workspace root (two levels above this crate).
 pub fn workspace_root() -> PathBuf {

@@ -232,36 +232,6 @@ fn freeze_now_keeps_everything_currently_cached() {
 }
 
 #[test]
-fn freeze_purge_parses_option_text() {
-    assert_eq!(FreezePurge::parse("-1").expect("off"), FreezePurge::Off);
-    assert_eq!(FreezePurge::parse(" now ").expect("now"), FreezePurge::Now);
-    assert_eq!(FreezePurge::parse("NOW").expect("now"), FreezePurge::Now);
-    assert_eq!(
-        FreezePurge::parse("12345").expect("seqno"),
-        FreezePurge::At(Seqno(12345))
-    );
-    assert_eq!(
-        FreezePurge::parse("0").expect("zero"),
-        FreezePurge::At(Seqno(0))
-    );
-    for bad in [
-        "",
-        "-2",
-        "+5",
-        "1.5",
-        "later",
-        "99999999999999999999",
-        "1 2",
-    ] {
-        let err = FreezePurge::parse(bad).expect_err(bad);
-        assert!(matches!(err, GcacheError::BadFreezePurge(_)));
-        assert!(err.to_string().contains("freeze_purge_at_seqno"));
-    }
-    assert_eq!(FreezePurge::Off.to_string(), "-1");
-    assert_eq!(FreezePurge::At(Seqno(7)).to_string(), "7");
-}
-
-#[test]
 fn keep_seconds_keeps_young_records_and_lets_old_ones_go() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = small_config(dir.path());

@@ -233,6 +233,7 @@ impl GroupNode {
         alone.apply_queue_len = self.apply_queue_len;
         alone.next_submit_id = self.next_submit_id;
         alone.next_state_request_id = self.next_state_request_id;
+        alone.first_state_request_id = self.first_state_request_id;
         // Unordered submissions go to the new leader, this member.
         alone.pending = std::mem::take(&mut self.pending);
         for pending in alone.pending.values_mut() {

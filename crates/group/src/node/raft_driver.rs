@@ -251,7 +251,16 @@ impl GroupNode {
                     return;
                 }
                 let donor = self.state.assign_donor(&request);
-                if self.member {
+                // This joiner's own request is delivered here only if this process made it:
+                // one of an earlier process that came back as this member was answered then.
+                let stale = request.joiner == self.me.raft_id
+                    && self
+                        .first_state_request_id
+                        .is_none_or(|first| request.request_id < first);
+                if stale {
+                    base::mark!("group.earlier_process_request_not_delivered");
+                }
+                if self.member && !stale {
                     let donor_is_me = donor == Ok(self.me.raft_id);
                     let donor_uuid = donor
                         .as_ref()

@@ -128,6 +128,10 @@ impl GroupNode {
         node.known_addresses
             .insert(saved.peer.0, saved.peer.1.clone());
         node.returning_until = Some(wait);
+        // Its state requests are numbered after any its earlier process made, which may still
+        // be in the log it catches up on (and would be taken for this process's, or make this
+        // one's look like a resend): from its start time, in milliseconds.
+        node.next_state_request_id = now.0 / 1_000_000;
         tracing::info!(
             raft_id = saved.raft_id,
             peer = saved.peer.1,
@@ -262,6 +266,7 @@ impl GroupNode {
             cached_from: Seqno::UNDEFINED,
             state_request: None,
             next_state_request_id: 0,
+            first_state_request_id: None,
             stop_wanted: false,
             returning_until: None,
             votes_wanted: BTreeMap::new(),

@@ -28,6 +28,20 @@ impl GroupNode {
         if !self.member || !is_due(*last_sent, tick, every) {
             return;
         }
+        if last_sent.is_none() {
+            // Numbered once the group's record of this member is known: a process that came
+            // back as the member it was numbers on from its earlier process (a request
+            // numbered like an earlier one would be dropped as its resend).
+            let recorded = self.state.state_requests.get(&self.me.raft_id).copied();
+            if let Some(recorded) = recorded.filter(|last| *last >= request.request_id) {
+                request.request_id = recorded + 1;
+                self.next_state_request_id = request.request_id;
+            }
+            let first = self
+                .first_state_request_id
+                .get_or_insert(request.request_id);
+            *first = (*first).min(request.request_id);
+        }
         *last_sent = Some(tick);
         let entry = Control::StateRequest(request.clone());
         if self.is_leader() {

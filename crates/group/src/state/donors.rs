@@ -46,7 +46,10 @@ impl GroupState {
             && self.cached_from.get(&donor).is_some_and(|from| {
                 from.is_defined() && from.0 <= request.ist_from.0.saturating_add(1)
             });
-        if !gap_cached {
+        // Only a snapshot is reserved: an IST-only request (a running server, which takes no
+        // snapshot) is refused by a donor that lacks the gap, and a reservation for it would
+        // never end.
+        if !gap_cached && !request.sst_request.is_empty() {
             self.donating.insert(donor, request.joiner);
         }
         Ok(donor)

@@ -26,24 +26,24 @@ const MAGIC: [u8; 4] = *b"TRIS";
 /// The stream format this build writes and reads.
 /// Version 2 added view records ([`ActionKind::View`]); a version-1 joiner refuses the
 /// stream whole rather than a record in its middle.
-pub(crate) const VERSION: u8 = 2;
+pub const VERSION: u8 = 2;
 /// Marks the end frame where a record's length would be.
 const END_MARK: u32 = u32::MAX;
 /// Largest certification index accepted from a donor.
-pub(crate) const INDEX_MAX: u64 = 512 << 20;
+pub const INDEX_MAX: u64 = 512 << 20;
 /// Largest single record accepted (Galera's 2 GiB write-set ceiling does not fit a frame;
 /// a write-set that large is refused at replication time anyway).
-pub(crate) const RECORD_MAX: u32 = (1 << 31) - 1;
+pub const RECORD_MAX: u32 = (1 << 31) - 1;
 /// Longest reason text accepted.
 const REASON_MAX: u32 = 64 << 10;
 /// The most a length field makes a reader allocate ahead of the bytes it has received: a
 /// long index or record is received in steps of at most this, or of what already arrived.
-pub(crate) const READ_AHEAD: usize = 64 << 10;
+pub const READ_AHEAD: usize = 64 << 10;
 
 /// What kind of ordered action a record (and a gcache entry) holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum ActionKind {
+pub enum ActionKind {
     /// A write-set: its payload is the encoded write-set.
     WriteSet = 1,
     /// A seqno that carries nothing to apply (a non-primary view, an undecodable write-set).
@@ -54,7 +54,8 @@ pub(crate) enum ActionKind {
 }
 
 impl ActionKind {
-    pub(crate) fn from_u8(value: u8) -> Option<ActionKind> {
+    /// The kind a stored tag stands for, if any.
+    pub fn from_u8(value: u8) -> Option<ActionKind> {
         match value {
             1 => Some(ActionKind::WriteSet),
             2 => Some(ActionKind::Skip),
@@ -65,22 +66,25 @@ impl ActionKind {
 }
 
 /// `depends_on` value that marks a write-set that failed certification.
-pub(crate) const FAILED_CERT: i64 = i64::MIN;
+pub const FAILED_CERT: i64 = i64::MIN;
 
 /// One ordered action as a donor stores and streams it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Action {
-    pub(crate) seqno: Seqno,
-    pub(crate) kind: ActionKind,
+pub struct Action {
+    /// Its seqno.
+    pub seqno: Seqno,
+    /// What it is.
+    pub kind: ActionKind,
     /// The verdict: the seqno it depends on, or [`FAILED_CERT`].
-    pub(crate) depends_on: i64,
-    pub(crate) payload: Vec<u8>,
+    pub depends_on: i64,
+    /// Its bytes (an encoded write-set or view record).
+    pub payload: Vec<u8>,
 }
 
 impl Action {
     /// The gcache body of this action: depends_on then payload (the seqno and kind are the
     /// gcache record's own fields).
-    pub(crate) fn cache_body(depends_on: i64, payload: &[u8]) -> Vec<u8> {
+    pub fn cache_body(depends_on: i64, payload: &[u8]) -> Vec<u8> {
         let mut body = Vec::with_capacity(8 + payload.len());
         body.extend_from_slice(&depends_on.to_le_bytes());
         body.extend_from_slice(payload);
@@ -88,7 +92,7 @@ impl Action {
     }
 
     /// Rebuilds an action from a gcache record.
-    pub(crate) fn from_cache(seqno: Seqno, kind: u8, body: Vec<u8>) -> Result<Action, IstError> {
+    pub fn from_cache(seqno: Seqno, kind: u8, body: Vec<u8>) -> Result<Action, IstError> {
         let kind = ActionKind::from_u8(kind).ok_or(IstError::BadRecord {
             seqno,
             what: "unknown action kind",
@@ -112,7 +116,7 @@ impl Action {
 /// What a donor answers a state request with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Records `first..=last` follow.
     Ist = 1,
     /// The data comes by the server's snapshot; no records.
@@ -123,17 +127,19 @@ pub(crate) enum Outcome {
 
 /// The stream header.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Header {
-    pub(crate) cluster: Uuid,
-    pub(crate) outcome: Outcome,
+pub struct Header {
+    /// The history the stream belongs to.
+    pub cluster: Uuid,
+    /// What the joiner gets.
+    pub outcome: Outcome,
     /// First seqno streamed (IST), else the position after the index.
-    pub(crate) first: Seqno,
+    pub first: Seqno,
     /// Last seqno streamed: the position of the certification index.
-    pub(crate) last: Seqno,
+    pub last: Seqno,
     /// Why IST was not possible (SST or refusal), for the joiner's log.
-    pub(crate) reason: String,
+    pub reason: String,
     /// The donor's certification index at `last`.
-    pub(crate) index: Vec<u8>,
+    pub index: Vec<u8>,
 }
 
 /// What went wrong with a received stream.
@@ -200,7 +206,7 @@ fn io_error(after: Seqno) -> impl Fn(std::io::Error) -> IstError {
 }
 
 /// Writes the header.
-pub(crate) fn write_header(out: &mut impl Write, header: &Header) -> std::io::Result<()> {
+pub fn write_header(out: &mut impl Write, header: &Header) -> std::io::Result<()> {
     let mut bytes = Vec::with_capacity(64 + header.reason.len() + header.index.len());
     bytes.extend_from_slice(&MAGIC);
     bytes.push(VERSION);
@@ -218,7 +224,7 @@ pub(crate) fn write_header(out: &mut impl Write, header: &Header) -> std::io::Re
 }
 
 /// Reads and checks the header.
-pub(crate) fn read_header(input: &mut impl Read) -> Result<Header, IstError> {
+pub fn read_header(input: &mut impl Read) -> Result<Header, IstError> {
     let broken = io_error(Seqno::UNDEFINED);
     let mut fixed = [0u8; 4 + 1 + 16 + 1 + 8 + 8 + 4];
     input.read_exact(&mut fixed).map_err(&broken)?;
@@ -296,11 +302,7 @@ fn seqnos_are_sane(outcome: Outcome, first: Seqno, last: Seqno) -> bool {
 /// Reads exactly `len` bytes into `buf` (replacing its contents), allocating as the bytes
 /// arrive: never more than [`READ_AHEAD`] plus twice what was received, whatever `len`
 /// claims, so a length field alone cannot make the reader allocate.
-pub(crate) fn read_bounded(
-    input: &mut impl Read,
-    len: usize,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<()> {
+pub fn read_bounded(input: &mut impl Read, len: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
     buf.clear();
     while buf.len() < len {
         let received = buf.len();
@@ -313,7 +315,7 @@ pub(crate) fn read_bounded(
 }
 
 /// Writes one record.
-pub(crate) fn write_record(out: &mut impl Write, action: &Action) -> std::io::Result<()> {
+pub fn write_record(out: &mut impl Write, action: &Action) -> std::io::Result<()> {
     let body_len = 8 + 1 + 8 + action.payload.len();
     let mut head = Vec::with_capacity(4 + 17);
     head.extend_from_slice(&(body_len as u32).to_le_bytes());
@@ -327,7 +329,7 @@ pub(crate) fn write_record(out: &mut impl Write, action: &Action) -> std::io::Re
 }
 
 /// Writes the end frame after `count` records.
-pub(crate) fn write_end(out: &mut impl Write, count: u64) -> std::io::Result<()> {
+pub fn write_end(out: &mut impl Write, count: u64) -> std::io::Result<()> {
     let mut bytes = Vec::with_capacity(16);
     bytes.extend_from_slice(&END_MARK.to_le_bytes());
     bytes.extend_from_slice(&count.to_le_bytes());
@@ -338,7 +340,7 @@ pub(crate) fn write_end(out: &mut impl Write, count: u64) -> std::io::Result<()>
 }
 
 /// Reads records `header.first..=header.last` one at a time, checking each.
-pub(crate) struct RecordReader {
+pub struct RecordReader {
     next: Seqno,
     last: Seqno,
     received: u64,
@@ -346,7 +348,8 @@ pub(crate) struct RecordReader {
 }
 
 impl RecordReader {
-    pub(crate) fn new(header: &Header) -> RecordReader {
+    /// A reader for the records `header` announces.
+    pub fn new(header: &Header) -> RecordReader {
         RecordReader {
             next: header.first,
             last: header.last,
@@ -356,12 +359,12 @@ impl RecordReader {
     }
 
     /// The last seqno received intact.
-    pub(crate) fn received_upto(&self) -> Seqno {
+    pub fn received_upto(&self) -> Seqno {
         self.next.prev()
     }
 
     /// The next record, or `None` after a verified end frame.
-    pub(crate) fn next(&mut self, input: &mut impl Read) -> Result<Option<Action>, IstError> {
+    pub fn next(&mut self, input: &mut impl Read) -> Result<Option<Action>, IstError> {
         if self.finished {
             return Ok(None);
         }

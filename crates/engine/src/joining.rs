@@ -3,80 +3,139 @@
 //! meanwhile fit together without a hole. Pure: the time comes in as an argument, and the
 //! dispatcher (`joiner.rs`) does what it decides.
 
-use std::time::{Duration, Instant};
-
-use base::{Gtid, Seqno, Uuid};
+use base::{Gtid, Nanos, Seqno, Uuid};
 use cert::Certifier;
 
-use crate::app::{LogLevel, ViewInfo};
-use crate::transfer;
+use crate::server_view::ViewInfo;
+use crate::LogLevel;
 
-/// How long a joiner waits before it asks again after a failed transfer or no donor.
-pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long a joiner waits before it asks again after a failed transfer or no donor, ns.
+pub const RETRY_AFTER_NS: u64 = 1_000_000_000;
+/// Refusals in a row after which a joiner that can only take IST stops asking: no member
+/// holds its gap any more.
+pub const REFUSALS_BEFORE_GIVING_UP: u32 = 3;
+/// How long a joiner that asked for IST only waits for a donor's stream to begin before it
+/// asks again (the chosen donor may have died before it could connect), ns.
+pub const IST_START_TIMEOUT_NS: u64 = 30_000_000_000;
+
+const _: () = assert!(RETRY_AFTER_NS < IST_START_TIMEOUT_NS);
+
+/// Progress of the joiner's current transfer.
+#[derive(Debug)]
+pub struct TransferProgress {
+    /// The donor's certification index and its position, once the header arrived.
+    pub index: Option<(Seqno, Certifier)>,
+    /// Everything up to here is queued for the appliers (or was in the snapshot).
+    pub queued_upto: Seqno,
+    /// The stream ended and was verified.
+    pub done: bool,
+    /// The stream failed (or the donor refused); the joiner asks again from `queued_upto`.
+    pub failed: Option<String>,
+    /// The donor sent (or will send) an SST; the server's snapshot brings the data.
+    pub by_sst: bool,
+    /// Donors in a row that could not serve the gap (IST-only requests).
+    pub refusals: u32,
+}
+
+impl Default for TransferProgress {
+    fn default() -> Self {
+        TransferProgress {
+            index: None,
+            queued_upto: Seqno::UNDEFINED,
+            done: false,
+            failed: None,
+            by_sst: false,
+            refusals: 0,
+        }
+    }
+}
 
 /// What a join does next (see [`Joining::next_step`]).
 #[derive(Debug)]
-pub(crate) enum JoinStep {
+pub enum JoinStep {
     /// Nothing to do yet.
     Wait,
-    /// Log this line (the join starts over, or gave up).
+    /// Log this line (the join starts over).
     Say(LogLevel, String),
+    /// No member can serve the gap any more: the node cannot go on (as Galera's joiner,
+    /// it stops; started again, it asks for a full snapshot).
+    GiveUp(String),
     /// Ask the group for IST of the seqnos after `from`; `overdue`: the last request's donor
     /// never connected.
-    AskForIst { from: Seqno, overdue: bool },
+    AskForIst {
+        /// The last seqno in place.
+        from: Seqno,
+        /// True when the last request's donor never connected.
+        overdue: bool,
+    },
     /// Everything is in place: finish the join.
     Finish(Box<FinishedJoin>),
 }
 
 /// What a finished join hands to the dispatcher.
 #[derive(Debug)]
-pub(crate) struct FinishedJoin {
+pub struct FinishedJoin {
     /// Where the server's state stands.
-    pub(crate) received: Gtid,
+    pub received: Gtid,
     /// The donor's certification index and its position.
-    pub(crate) index: (Seqno, Certifier),
+    pub index: (Seqno, Certifier),
     /// Everything up to here is queued for the appliers (by IST) or in the snapshot.
-    pub(crate) queued_upto: Seqno,
+    pub queued_upto: Seqno,
     /// The primary view to give the server now, for a readmitted node.
-    pub(crate) rejoin_view: Option<ViewInfo>,
+    pub rejoin_view: Option<ViewInfo>,
     /// The first seqno this node was delivered.
-    pub(crate) join_seqno: Seqno,
+    pub join_seqno: Seqno,
+    /// The monitors stay where they are (see [`Joining::appliers_behind`]).
+    pub appliers_behind: bool,
 }
 
 /// A joiner's progress through state transfer.
-pub(crate) struct Joining {
-    pub(crate) join_seqno: Seqno,
+pub struct Joining {
+    /// The first seqno this node was delivered in this join.
+    pub join_seqno: Seqno,
     /// The position the server reported in `sst_received` (for an IST-only rejoin, the
     /// position this node already had).
-    pub(crate) received: Option<Gtid>,
+    pub received: Option<Gtid>,
     /// What arrived from the donor so far.
-    pub(crate) transfer: transfer::TransferProgress,
+    pub transfer: TransferProgress,
     /// The server's snapshot is in place: further requests ask for IST only.
-    pub(crate) ist_only: bool,
+    pub ist_only: bool,
     /// When the last IST-only request went out (its donor must connect in time).
-    pub(crate) ist_requested_at: Option<Instant>,
+    pub ist_requested_at: Option<Nanos>,
     /// No donor was free: ask again at this time.
-    pub(crate) retry_at: Option<Instant>,
+    pub retry_at: Option<Nanos>,
     /// Requests in a row that found no donor.
-    pub(crate) donorless: u32,
-    pub(crate) request_again: bool,
+    pub donorless: u32,
+    /// The group must hear the request again (no donor yet, the donor left, a stream failed).
+    pub request_again: bool,
     /// For a node readmitted after an eviction: the primary view to give the server once
     /// it caught up.
-    pub(crate) rejoin_view: Option<ViewInfo>,
+    pub rejoin_view: Option<ViewInfo>,
     /// IST handed the server a primary view this node is a member of (the one that admitted
     /// it): `rejoin_view` would repeat it, and two consecutive primary views with the same
     /// members make the server roll back every streaming transaction.
-    pub(crate) member_view_queued: bool,
+    pub member_view_queued: bool,
     /// No member can serve the gap any more: stop asking (see `try_finish_join`).
     gave_up: bool,
     /// The donor the group chose for the last request (its UUID in views).
-    pub(crate) donor: Option<Uuid>,
+    pub donor: Option<Uuid>,
+    /// The server's request and the position it asked IST from, to send again when no
+    /// donor took it or the donor left before the snapshot was in place.
+    pub sst_request: Option<(Vec<u8>, Seqno)>,
+    /// The group membership (Raft id) the join's requests are made under: a joiner that
+    /// the group admits again under another asks again, as the group drops what the old
+    /// membership had pending.
+    pub membership: u64,
+    /// The node fell behind while its appliers still had work queued: its state continues
+    /// from what they will have applied, so the monitors stay where they are (moving them to
+    /// the position would leave the queued seqnos behind them).
+    pub appliers_behind: bool,
 }
 
 impl Joining {
     /// The server already holds everything up to `position` of `cluster`'s history (its
     /// own state, no snapshot to wait for): only IST, from there on, is asked for.
-    pub(crate) fn continue_own_state(&mut self, cluster: Uuid, position: Seqno) {
+    pub fn continue_own_state(&mut self, cluster: Uuid, position: Seqno) {
         self.received = Some(Gtid {
             cluster,
             seqno: position,
@@ -87,7 +146,7 @@ impl Joining {
 
     /// Everything up to here is in the server or queued for its appliers: the server's
     /// snapshot, then whatever IST queued after it. A further IST starts after it.
-    pub(crate) fn in_place_upto(&self) -> Seqno {
+    pub fn in_place_upto(&self) -> Seqno {
         self.received
             .map_or(Seqno::UNDEFINED, |r| r.seqno)
             .max(self.transfer.queued_upto)
@@ -108,11 +167,11 @@ impl Joining {
     }
 
     /// A join whose first delivered seqno is `join_seqno`.
-    pub(crate) fn new(join_seqno: Seqno) -> Joining {
+    pub fn new(join_seqno: Seqno) -> Joining {
         Joining {
             join_seqno,
             received: None,
-            transfer: transfer::TransferProgress::default(),
+            transfer: TransferProgress::default(),
             ist_only: false,
             ist_requested_at: None,
             retry_at: None,
@@ -122,12 +181,15 @@ impl Joining {
             member_view_queued: false,
             gave_up: false,
             donor: None,
+            sst_request: None,
+            membership: 0,
+            appliers_behind: false,
         }
     }
 
     /// What the join does next, decided from its progress alone at time `now`: wait, say
     /// why it stopped or starts over, ask for (more) IST, or finish.
-    pub(crate) fn next_step(&mut self, now: Instant) -> JoinStep {
+    pub fn next_step(&mut self, now: Nanos) -> JoinStep {
         if self.retry_at.is_some_and(|at| now >= at) {
             self.retry_at = None;
             self.request_again = true;
@@ -142,7 +204,7 @@ impl Joining {
             && self.transfer.index.is_none()
             && self
                 .ist_requested_at
-                .is_some_and(|at| now.saturating_duration_since(at) > transfer::IST_START_TIMEOUT);
+                .is_some_and(|at| now.since(at) > IST_START_TIMEOUT_NS);
         if overdue {
             self.request_again = true;
             self.ist_requested_at = None;
@@ -178,30 +240,34 @@ impl Joining {
             queued_upto: self.transfer.queued_upto,
             rejoin_view: self.rejoin_view.take().filter(|_| !self.member_view_queued),
             join_seqno: self.join_seqno,
+            appliers_behind: self.appliers_behind,
         }))
     }
 
     /// After a failed or refused transfer: give up when no member holds the gap any more,
     /// else ask again in a second. `None` when the last transfer did not fail.
-    fn after_failed_transfer(&mut self, now: Instant) -> Option<JoinStep> {
+    fn after_failed_transfer(&mut self, now: Nanos) -> Option<JoinStep> {
         let reason = self.transfer.failed.as_ref()?;
-        if self.ist_only && self.transfer.refusals >= transfer::REFUSALS_BEFORE_GIVING_UP {
+        if self.ist_only && self.transfer.refusals >= REFUSALS_BEFORE_GIVING_UP {
             self.gave_up = true;
             let message = format!(
-                "no member holds seqno {} and after in its gcache any more ({} donors in a \
-                 row refused): this node cannot catch up by IST and stays JOINER; restart the \
-                 server to get a full state transfer (SST)",
+                "Will never receive state. Need to abort. No member holds seqno {} and after in \
+                 its gcache any more ({} donors in a row refused): this node cannot catch up by \
+                 IST; started again, it asks for a full state transfer (SST)",
                 self.in_place_upto().next(),
                 self.transfer.refusals
             );
-            return Some(JoinStep::Say(LogLevel::Error, message));
+            return Some(JoinStep::GiveUp(message));
         }
         // What was queued stays queued (it is intact and in order); ask again for the
         // rest, from another donor if the group picks one.
+        if self.transfer.queued_upto.is_defined() && self.ist_only {
+            base::mark!("engine.cut_stream_resumed_from_what_was_queued");
+        }
         let message = format!("state transfer incomplete ({reason}); asking again");
         self.transfer.failed = None;
         self.forget_transfer();
-        self.retry_at = Some(now + RETRY_AFTER);
+        self.retry_at = Some(Nanos(now.0 + RETRY_AFTER_NS));
         Some(JoinStep::Say(LogLevel::Warning, message))
     }
 
@@ -258,7 +324,7 @@ mod tests {
 
     #[test]
     fn a_join_finishes_once_state_index_and_stream_are_in_place() {
-        let now = Instant::now();
+        let now = Nanos(1_000_000_000);
         let mut join = joining(5, 12, -1, 12);
         assert!(
             matches!(join.next_step(now), JoinStep::Wait),
@@ -275,7 +341,7 @@ mod tests {
             primary: true,
             members: Vec::new(),
             my_index: -1,
-            proto_ver: crate::app::PROTOCOL_VERSION,
+            proto_ver: crate::PROTOCOL_VERSION,
         });
         let JoinStep::Finish(finished) = join.next_step(now) else {
             panic!("everything is in place");
@@ -290,7 +356,7 @@ mod tests {
 
     #[test]
     fn a_hole_under_the_index_asks_for_ist_of_it() {
-        let now = Instant::now();
+        let now = Nanos(1_000_000_000);
         let mut join = joining(5, 10, -1, 12);
         join.transfer.done = true;
         assert!(matches!(
@@ -304,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_failed_transfer_starts_over_a_second_later_from_what_was_queued() {
-        let now = Instant::now();
+        let now = Nanos(1_000_000_000);
         let mut join = joining(5, 10, 14, 12);
         join.transfer.failed = Some("stream cut".into());
         let JoinStep::Say(LogLevel::Warning, message) = join.next_step(now) else {
@@ -312,37 +378,41 @@ mod tests {
         };
         assert!(message.contains("stream cut"), "{message}");
         assert!(join.transfer.failed.is_none() && join.transfer.index.is_none());
-        let early = now + RETRY_AFTER / 2;
+        let early = Nanos(now.0 + RETRY_AFTER_NS / 2);
         assert!(matches!(join.next_step(early), JoinStep::Wait));
-        assert!(is_ask(&join.next_step(now + RETRY_AFTER), 14, false));
+        assert!(is_ask(
+            &join.next_step(Nanos(now.0 + RETRY_AFTER_NS)),
+            14,
+            false
+        ));
     }
 
     #[test]
     fn refusals_in_a_row_make_an_ist_only_joiner_give_up_for_good() {
-        let now = Instant::now();
+        let now = Nanos(1_000_000_000);
         let mut join = joining(5, 10, -1, 12);
         join.transfer.index = None;
         join.ist_only = true;
-        join.transfer.refusals = transfer::REFUSALS_BEFORE_GIVING_UP;
+        join.transfer.refusals = REFUSALS_BEFORE_GIVING_UP;
         join.transfer.failed = Some("seqno 11 is purged".into());
-        let JoinStep::Say(LogLevel::Error, message) = join.next_step(now) else {
-            panic!("giving up is an error");
+        let JoinStep::GiveUp(message) = join.next_step(now) else {
+            panic!("the join gives up");
         };
         assert!(message.contains("seqno 11"), "{message}");
         join.request_again = true;
-        let later = now + RETRY_AFTER * 10;
+        let later = Nanos(now.0 + RETRY_AFTER_NS * 10);
         assert!(matches!(join.next_step(later), JoinStep::Wait));
     }
 
     #[test]
     fn a_donor_that_never_connects_is_asked_for_again() {
-        let now = Instant::now();
+        let now = Nanos(1_000_000_000);
         let mut join = joining(5, 10, -1, 12);
         join.transfer.index = None;
         join.ist_only = true;
         join.ist_requested_at = Some(now);
         assert!(matches!(join.next_step(now), JoinStep::Wait));
-        let late = now + transfer::IST_START_TIMEOUT + Duration::from_secs(1);
+        let late = Nanos(now.0 + IST_START_TIMEOUT_NS + 1_000_000_000);
         assert!(is_ask(&join.next_step(late), 10, true));
         assert_eq!(join.ist_requested_at, Some(late));
     }

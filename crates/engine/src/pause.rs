@@ -13,7 +13,7 @@ use base::Seqno;
 
 /// The pause state of one node, and the highest seqno released to run so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PauseGate {
+pub struct PauseGate {
     /// Everything up to here was released: an applier took it or a local transaction was
     /// told its verdict. It never goes back.
     started_upto: Seqno,
@@ -33,7 +33,7 @@ impl Default for PauseGate {
 impl PauseGate {
     /// Records that `seqno` may now run (taken by an applier, or handed to its local
     /// transaction). A paused gate never releases a seqno after its point.
-    pub(crate) fn started(&mut self, seqno: Seqno) {
+    pub fn started(&mut self, seqno: Seqno) {
         assert!(
             !self.holds(seqno),
             "seqno {seqno} started after the pause point {:?}",
@@ -45,7 +45,7 @@ impl PauseGate {
     /// Pauses at the highest seqno released so far or `committed`, whichever is later, and
     /// returns the point. A gate that is already paused keeps its point (wsrep-lib pauses
     /// once at a time; a repeated call must not move the point under the first caller).
-    pub(crate) fn pause(&mut self, committed: Seqno) -> Seqno {
+    pub fn pause(&mut self, committed: Seqno) -> Seqno {
         let point = *self.point.get_or_insert(self.started_upto.max(committed));
         assert!(
             point >= self.started_upto,
@@ -56,17 +56,17 @@ impl PauseGate {
     }
 
     /// Lifts the pause.
-    pub(crate) fn resume(&mut self) {
+    pub fn resume(&mut self) {
         self.point = None;
     }
 
     /// The point while paused.
-    pub(crate) fn point(&self) -> Option<Seqno> {
+    pub fn point(&self) -> Option<Seqno> {
         self.point
     }
 
     /// Whether `seqno` must wait for `resume`.
-    pub(crate) fn holds(&self, seqno: Seqno) -> bool {
+    pub fn holds(&self, seqno: Seqno) -> bool {
         self.point.is_some_and(|point| seqno > point)
     }
 }

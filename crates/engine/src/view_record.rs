@@ -20,7 +20,7 @@ use crate::{MemberOut, ViewInfo, PROTOCOL_VERSION};
 
 /// The most members a view record may list (a primary component that large is far beyond
 /// what the group admits).
-pub(crate) const MEMBERS_MAX: usize = 1024;
+pub const MEMBERS_MAX: usize = 1024;
 
 /// Why a view record was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub enum ViewRecordError {
 }
 
 /// The cache body of a primary view.
-pub(crate) fn encode(view: &ViewInfo) -> Vec<u8> {
+pub fn encode(view: &ViewInfo) -> Vec<u8> {
     assert!(view.primary, "only primary views are cached as views");
     assert!(
         view.members.len() <= MEMBERS_MAX,
@@ -73,7 +73,7 @@ fn put_text(body: &mut Vec<u8>, text: &str) {
 
 /// The view a record at `seqno` of `cluster` holds, as the server of the node whose identity
 /// is `own` sees it (absent, index -1, in a view from before it was a member).
-pub(crate) fn decode(
+pub fn decode(
     cluster: Uuid,
     seqno: Seqno,
     body: &[u8],

@@ -2,11 +2,13 @@
 //! variables. Each is sampled where the event happens and restarted by `stats_reset`
 //! (`FLUSH STATUS`), as Galera's are.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::Nanos;
 
 /// Minimum, maximum and mean of a sampled quantity since the last reset.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Sampled {
+pub struct Sampled {
     sum: f64,
     count: u64,
     min: Option<u64>,
@@ -14,7 +16,8 @@ pub(crate) struct Sampled {
 }
 
 impl Sampled {
-    pub(crate) fn record(&mut self, value: u64) {
+    /// Counts one value.
+    pub fn record(&mut self, value: u64) {
         self.sum += value as f64;
         self.count += 1;
         self.min = Some(self.min.map_or(value, |m| m.min(value)));
@@ -22,7 +25,7 @@ impl Sampled {
     }
 
     /// The mean, 0 with no samples.
-    pub(crate) fn mean(&self) -> f64 {
+    pub fn mean(&self) -> f64 {
         if self.count == 0 {
             0.0
         } else {
@@ -30,30 +33,33 @@ impl Sampled {
         }
     }
 
-    pub(crate) fn min(&self) -> u64 {
+    /// The smallest value, 0 with no samples.
+    pub fn min(&self) -> u64 {
         self.min.unwrap_or(0)
     }
 
-    pub(crate) fn max(&self) -> u64 {
+    /// The largest value, 0 with no samples.
+    pub fn max(&self) -> u64 {
         self.max
     }
 }
 
 /// How often something happened among the events counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Ratio {
+pub struct Ratio {
     hits: u64,
     total: u64,
 }
 
 impl Ratio {
-    pub(crate) fn record(&mut self, hit: bool) {
+    /// Counts one event, a hit or not.
+    pub fn record(&mut self, hit: bool) {
         self.total += 1;
         self.hits += u64::from(hit);
     }
 
     /// The fraction of hits, 0 with no events.
-    pub(crate) fn fraction(&self) -> f64 {
+    pub fn fraction(&self) -> f64 {
         if self.total == 0 {
             0.0
         } else {
@@ -65,7 +71,7 @@ impl Ratio {
 /// Durations as Galera's `evs_repl_latency` shows them: `min/avg/max/stddev/count`, in
 /// seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Latency {
+pub struct Latency {
     count: u64,
     sum: f64,
     sum_squares: f64,
@@ -74,7 +80,8 @@ pub(crate) struct Latency {
 }
 
 impl Latency {
-    pub(crate) fn record(&mut self, took: Duration) {
+    /// Counts one duration.
+    pub fn record(&mut self, took: Duration) {
         let seconds = took.as_secs_f64();
         if self.count == 0 || seconds < self.min {
             self.min = seconds;
@@ -85,7 +92,8 @@ impl Latency {
         self.sum_squares += seconds * seconds;
     }
 
-    pub(crate) fn render(&self) -> String {
+    /// `min/avg/max/stddev/count`, in seconds, as Galera prints it.
+    pub fn render(&self) -> String {
         if self.count == 0 {
             return "0/0/0/0/0".into();
         }
@@ -105,34 +113,36 @@ impl Latency {
 
 /// Everything `stats_reset` restarts.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Window {
+pub struct Window {
     /// When the window began, and the group's paused time then.
-    pub(crate) since: Instant,
-    pub(crate) paused_ns_at_start: u64,
+    pub since: Nanos,
+    /// The group's total paused time when the window began.
+    pub paused_ns_at_start: u64,
     /// Applier queue length, sampled at every ordered action queued.
-    pub(crate) recv_queue: Sampled,
+    pub recv_queue: Sampled,
     /// Local write-sets sent and not yet ordered, sampled at every send.
-    pub(crate) send_queue: Sampled,
+    pub send_queue: Sampled,
     /// `seqno - depends_on` of every write-set that passed certification.
-    pub(crate) deps_distance: Sampled,
+    pub deps_distance: Sampled,
     /// `seqno - last_seen` of every certified write-set.
-    pub(crate) cert_interval: Sampled,
+    pub cert_interval: Sampled,
     /// Seqnos between an applier's seqno and the last one fully applied, on entry.
-    pub(crate) apply_window: Sampled,
+    pub apply_window: Sampled,
     /// Appliers that entered while an earlier seqno was still applying.
-    pub(crate) apply_out_of_order_entry: Ratio,
+    pub apply_out_of_order_entry: Ratio,
     /// Appliers that finished before an earlier seqno did.
-    pub(crate) apply_out_of_order_leave: Ratio,
+    pub apply_out_of_order_leave: Ratio,
     /// Seqnos between a committing seqno and the last one committed, on entry.
-    pub(crate) commit_window: Sampled,
+    pub commit_window: Sampled,
     /// Local write-sets from send to ordered delivery.
-    pub(crate) replication_latency: Latency,
+    pub replication_latency: Latency,
 }
 
 impl Window {
-    pub(crate) fn new(paused_ns_now: u64) -> Window {
+    /// A window that starts at `now`, with the group's paused time then.
+    pub fn new(now: Nanos, paused_ns_now: u64) -> Window {
         Window {
-            since: Instant::now(),
+            since: now,
             paused_ns_at_start: paused_ns_now,
             recv_queue: Sampled::default(),
             send_queue: Sampled::default(),
@@ -147,8 +157,8 @@ impl Window {
     }
 
     /// `wsrep_flow_control_paused`: the part of the window the group spent paused.
-    pub(crate) fn paused_fraction(&self, paused_ns_now: u64) -> f64 {
-        let elapsed = self.since.elapsed().as_nanos() as f64;
+    pub fn paused_fraction(&self, now: Nanos, paused_ns_now: u64) -> f64 {
+        let elapsed = now.since(self.since) as f64;
         if elapsed <= 0.0 {
             return 0.0;
         }
@@ -194,12 +204,16 @@ mod tests {
 
     #[test]
     fn the_paused_fraction_counts_only_this_window() {
-        let window = Window::new(5_000_000_000);
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(window.paused_fraction(5_000_000_000), 0.0);
-        let half = window.since.elapsed().as_nanos() as u64 / 2;
-        let fraction = window.paused_fraction(5_000_000_000 + half);
-        assert!((0.3..=0.5).contains(&fraction), "{fraction}");
-        assert_eq!(window.paused_fraction(u64::MAX), 1.0, "clamped");
+        let window = Window::new(Nanos(1_000), 5_000_000_000);
+        let later = Nanos(1_000 + 20_000_000);
+        assert_eq!(window.paused_fraction(later, 5_000_000_000), 0.0);
+        let fraction = window.paused_fraction(later, 5_000_000_000 + 10_000_000);
+        assert_eq!(fraction, 0.5);
+        assert_eq!(window.paused_fraction(later, u64::MAX), 1.0, "clamped");
+        assert_eq!(
+            window.paused_fraction(Nanos(1_000), u64::MAX),
+            0.0,
+            "no time yet"
+        );
     }
 }

@@ -1,0 +1,160 @@
+//! A node's processes: the founder, a node that starts (first, or again after a crash) and
+//! joins by state transfer or comes back as the member it was, and a crash, which loses the
+//! process and may tear or flip the gcache records it was writing.
+
+use base::{seeded_rng, Gtid, Seqno};
+use engine::memory_store::CrashDamage;
+use engine::{ActionCache, ConnectionStart, EngineConfig, NodeEngine};
+use group::{Contact, GroupNode};
+use rand::Rng;
+
+use crate::node::{Process, SimNode};
+use crate::{Event, Simulation, TICK_US};
+
+/// How long a node stopped by a fatal error takes to leave the group at most, and to be
+/// started again after it stopped, simulated microseconds (a real node waits 3 s).
+pub(crate) const FATAL_LEAVE_WAIT_US: u64 = 3_000_000;
+const RESTART_AFTER_FATAL_US: u64 = 500_000;
+
+impl Simulation {
+    /// Starts the founder of the cluster.
+    pub(crate) fn start_founder(&mut self) {
+        let rng = seeded_rng(self.rng.gen());
+        let group = GroupNode::bootstrap(
+            self.config.clone(),
+            &Contact::new("node0", &SimNode::address(0)),
+            rng,
+            self.now(),
+        );
+        self.start_process(0, group, true, None);
+        self.pump(0).expect("the founder starts cleanly");
+    }
+
+    /// Starts a process on `slot` that joins through the other slots: as the member it
+    /// was, when its saved membership says it was one of a component of two, else as a new
+    /// member with the position its database recovers.
+    pub(crate) fn start_node(&mut self, slot: usize) {
+        let rng = seeded_rng(self.rng.gen());
+        let seeds: Vec<String> = (0..self.nodes.len())
+            .filter(|s| *s != slot)
+            .map(SimNode::address)
+            .collect();
+        let contact = Contact::new(&format!("node{slot}"), &SimNode::address(slot));
+        let now = self.now();
+        let node = &mut self.nodes[slot];
+        node.disk.db.roll_back_uncommitted();
+        let dropped = node.disk.cache.recover();
+        if dropped > 0 {
+            base::mark!("sim.gcache_recovery_dropped_damaged_records");
+        }
+        let db = &node.disk.db;
+        let position =
+            (db.history != base::Uuid::NIL && db.committed.is_defined()).then_some(Gtid {
+                cluster: db.history,
+                seqno: db.committed,
+            });
+        let group = match engine::StateStore::load_membership(&node.disk.state) {
+            Some(saved) => {
+                base::mark!("sim.node_comes_back_as_the_member_it_was");
+                GroupNode::come_back(self.config.clone(), &contact, &saved, seeds, rng, now)
+            }
+            None => GroupNode::join(self.config.clone(), &contact, seeds, rng, now),
+        };
+        self.start_process(slot, group, false, position);
+    }
+
+    fn start_process(
+        &mut self,
+        slot: usize,
+        group: GroupNode,
+        bootstrap: bool,
+        start_position: Option<Gtid>,
+    ) {
+        let now = self.now();
+        let node = &mut self.nodes[slot];
+        node.incarnation += 1;
+        let config = EngineConfig {
+            node_name: format!("node{slot}"),
+            incoming_address: String::new(),
+            strict_transitions: true,
+        };
+        let mut engine = NodeEngine::new(config, Box::new(node.disk.state.clone()), now);
+        engine
+            .begin_connection("")
+            .expect("a new process is not connected");
+        engine.group_started(group.me().uuid);
+        engine.start_connection(ConnectionStart {
+            bootstrap,
+            start_position,
+            ist_address: SimNode::ist_address(slot),
+        });
+        let cache = ActionCache::over(Box::new(node.disk.cache.clone()));
+        node.process = Some(Process {
+            incarnation: node.incarnation,
+            group,
+            engine,
+            cache,
+            monitors: None,
+            running: Default::default(),
+            next_applier: 0,
+            clients: Default::default(),
+            incoming: None,
+            pause: None,
+            donations: Vec::new(),
+            cached_reported: Seqno::UNDEFINED,
+            causal: Default::default(),
+            freeze: base::FreezePurge::Off,
+            stopping_by: None,
+        });
+        let incarnation = node.incarnation;
+        let jitter = self.rng.gen_range(0..TICK_US);
+        self.schedule(jitter, Event::Tick { slot, incarnation });
+    }
+
+    /// A process stopping after a fatal error ends once it is out of the group (or its time
+    /// to leave is up), and is started again a while later (as systemd would).
+    pub(crate) fn finish_stopping(&mut self, slot: usize) {
+        let now_us = self.now_us;
+        let Some(process) = self.nodes[slot].process.as_ref() else {
+            return;
+        };
+        let Some(by) = process.stopping_by else {
+            return;
+        };
+        if process.group.is_closed() || !process.group.is_primary() || now_us >= by {
+            self.crash(slot);
+            self.report.crashes -= 1;
+            self.schedule(RESTART_AFTER_FATAL_US, Event::Restart { slot });
+        }
+    }
+
+    /// Kills the node's process. Its database keeps what was committed; the gcache may
+    /// lose the record it was writing (torn) or hold one with a flipped bit.
+    pub(crate) fn crash(&mut self, slot: usize) {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("{} node {slot} crashes", self.now_us);
+        }
+        let node = &mut self.nodes[slot];
+        if node.process.take().is_none() {
+            return;
+        }
+        node.disk.db.roll_back_uncommitted();
+        let roll = self.rng.gen_range(0..10);
+        let damage = match roll {
+            0 => Some(CrashDamage::TornLast),
+            1 => engine::ActionStore::range(&node.disk.cache).map(|(from, to)| {
+                CrashDamage::FlippedBit {
+                    seqno: Seqno(self.rng.gen_range(from.0..=to.0)),
+                    bit: self.rng.gen(),
+                }
+            }),
+            _ => None,
+        };
+        if let Some(damage) = damage {
+            if node.disk.cache.damage(damage) {
+                base::mark!("sim.gcache_damaged_by_a_crash");
+            }
+        }
+        self.report.crashes += 1;
+    }
+}
