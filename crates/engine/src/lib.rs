@@ -392,3 +392,6 @@ impl NodeEngine {
         self.pause.point()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -257,10 +257,18 @@ fn joiners_asking_together_get_a_snapshot_donor_each_or_wait_for_one() {
         joiner,
         request_id: 1,
         donor_names: String::new(),
-        sst_request: vec![],
+        sst_request: b"sst".to_vec(),
         ist_from: Seqno(ist_from),
         ist_address: String::new(),
     };
+    // A running server asks IST only: a donor that lacks the gap refuses it, so it reserves
+    // no donor (the reservation would never end).
+    let ist_only = StateRequest {
+        sst_request: Vec::new(),
+        ..request(3, 0)
+    };
+    assert!(state.assign_donor(&ist_only).is_ok());
+    assert!(state.donating.is_empty());
     // Two snapshots at once: one donor each, before either donor reports DONOR.
     let first = state.assign_donor(&request(3, -1)).unwrap();
     let second = state.assign_donor(&request(4, -1)).unwrap();

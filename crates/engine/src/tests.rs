@@ -1,0 +1,335 @@
+//! The engine's decisions, one case each, driven as a node would drive it: views and
+//! deliveries in, tasks and effects out.
+
+use base::grastate::SavedState;
+use base::{Gtid, Nanos, NodeState, Seqno, Uuid};
+use group::{Delivery, NoDonor, StateRequest, View, ViewMember};
+
+use crate::ist::Outcome;
+use crate::{
+    ActionCache, ConnectionStart, Effect, EngineConfig, MemoryStateStore, NextTask, NodeEngine,
+    StateStore, Task,
+};
+
+const CLUSTER: Uuid = Uuid([7; 16]);
+
+fn uuid(n: u8) -> Uuid {
+    Uuid([n; 16])
+}
+
+fn member(n: u8) -> ViewMember {
+    ViewMember {
+        uuid: uuid(n),
+        name: format!("node{n}"),
+        address: format!("a{n}"),
+        incoming: String::new(),
+        state: NodeState::Synced,
+    }
+}
+
+/// A view of members `of` in which this node is `own` (if listed), at `seqno`.
+fn view(seqno: i64, of: &[u8], own: u8, primary: bool, ordered: bool, membership: u64) -> View {
+    View {
+        cluster: CLUSTER,
+        seqno: Seqno(seqno),
+        view_id: 1,
+        primary,
+        ordered,
+        members: of.iter().map(|n| member(*n)).collect(),
+        own_index: of.iter().position(|n| *n == own),
+        membership,
+    }
+}
+
+/// An engine of node 1, connected, that founds the cluster (`bootstrap`) or joins it.
+fn connected(bootstrap: bool, store: &MemoryStateStore) -> NodeEngine {
+    let config = EngineConfig {
+        node_name: "node1".into(),
+        incoming_address: String::new(),
+        strict_transitions: true,
+    };
+    let mut engine = NodeEngine::new(config, Box::new(store.clone()), Nanos(0));
+    engine.begin_connection("").expect("not connected yet");
+    engine.group_started(uuid(1));
+    engine.start_connection(ConnectionStart {
+        bootstrap,
+        start_position: None,
+        ist_address: "node1/ist".into(),
+    });
+    engine
+}
+
+fn deliver(engine: &mut NodeEngine, delivery: Delivery) {
+    engine.on_delivery(Nanos(1), delivery, &mut ActionCache::disabled());
+}
+
+/// Takes every task the appliers may run now, in order (each counted done at once).
+fn tasks(engine: &mut NodeEngine) -> Vec<Task> {
+    let mut taken = Vec::new();
+    while let NextTask::Run(task) = engine.next_task() {
+        engine.task_done(task.is_serial());
+        taken.push(task);
+    }
+    taken
+}
+
+fn requests(effects: &[Effect]) -> Vec<StateRequest> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::RequestState(request) => Some(request.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A joiner at its first primary view, its request sent: what a node is while its state
+/// transfer runs.
+fn waiting_joiner(store: &MemoryStateStore) -> NodeEngine {
+    let mut engine = connected(false, store);
+    deliver(
+        &mut engine,
+        Delivery::View(view(5, &[1, 2], 1, true, true, 10)),
+    );
+    assert!(matches!(
+        tasks(&mut engine)[..],
+        [Task::Connected(_), Task::RequestState]
+    ));
+    assert!(engine.send_state_request(Some(b"sst".to_vec())));
+    engine.take_effects();
+    engine
+}
+
+#[test]
+fn a_founder_holds_the_state_at_once_and_may_bootstrap_again() {
+    let store = MemoryStateStore::default();
+    let mut engine = connected(true, &store);
+    deliver(
+        &mut engine,
+        Delivery::View(view(1, &[1], 1, true, true, 10)),
+    );
+    assert_eq!(engine.state(), NodeState::Synced);
+    let effects = engine.take_effects();
+    assert!(effects.contains(&Effect::ResetMonitors(Seqno(0))));
+    let taken = tasks(&mut engine);
+    assert!(matches!(
+        taken[..],
+        [
+            Task::Connected(_),
+            Task::View { ordered: true, .. },
+            Task::Synced
+        ]
+    ));
+    let saved = store.load().unwrap().expect("saved");
+    assert_eq!(
+        saved,
+        SavedState {
+            position: Gtid {
+                cluster: CLUSTER,
+                seqno: Seqno::UNDEFINED
+            },
+            safe_to_bootstrap: true
+        }
+    );
+}
+
+#[test]
+fn a_joiner_evicted_while_it_waits_asks_again_once_readmitted() {
+    let store = MemoryStateStore::default();
+    let mut engine = waiting_joiner(&store);
+    // Evicted, then readmitted under another membership: the group dropped the request.
+    deliver(
+        &mut engine,
+        Delivery::View(view(5, &[2], 1, false, false, 10)),
+    );
+    deliver(
+        &mut engine,
+        Delivery::View(view(8, &[1, 2], 1, true, true, 11)),
+    );
+    engine.take_effects();
+    assert_eq!(engine.poll_state_request(), crate::RequestWait::Wait);
+    let asked = requests(&engine.take_effects());
+    assert_eq!(asked.len(), 1, "asked again");
+    assert_eq!(asked[0].sst_request, b"sst");
+    // The same membership again is no reason to ask.
+    deliver(
+        &mut engine,
+        Delivery::View(view(8, &[1, 2], 1, true, false, 11)),
+    );
+    engine.poll_state_request();
+    assert!(requests(&engine.take_effects()).is_empty());
+}
+
+#[test]
+fn a_donor_without_state_refuses_at_once() {
+    let store = MemoryStateStore::default();
+    let mut engine = waiting_joiner(&store);
+    let request = StateRequest {
+        joiner: 99,
+        request_id: 1,
+        donor_names: String::new(),
+        sst_request: b"sst".to_vec(),
+        ist_from: Seqno::UNDEFINED,
+        ist_address: "node3/ist".into(),
+    };
+    deliver(
+        &mut engine,
+        Delivery::StateRequest {
+            joiner: uuid(3),
+            request,
+            donor: Ok(1),
+            donor_uuid: Some(uuid(1)),
+            donor_is_me: true,
+        },
+    );
+    let refusal = engine.take_effects().into_iter().find_map(|e| match e {
+        Effect::SendTransfer(transfer) => Some(transfer),
+        _ => None,
+    });
+    let refusal = refusal.expect("the joiner is told");
+    assert_eq!(refusal.address, "node3/ist");
+    assert_eq!(refusal.header.outcome, Outcome::Refused);
+    assert_eq!(refusal.pin, None);
+}
+
+#[test]
+fn a_request_no_donor_took_is_asked_again_a_second_later() {
+    let store = MemoryStateStore::default();
+    let mut engine = waiting_joiner(&store);
+    let request = StateRequest {
+        joiner: 1,
+        request_id: 1,
+        donor_names: String::new(),
+        sst_request: b"sst".to_vec(),
+        ist_from: Seqno::UNDEFINED,
+        ist_address: "node1/ist".into(),
+    };
+    engine.on_delivery(
+        Nanos(1_000),
+        Delivery::StateRequest {
+            joiner: uuid(1),
+            request,
+            donor: Err(NoDonor::NotYet),
+            donor_uuid: None,
+            donor_is_me: false,
+        },
+        &mut ActionCache::disabled(),
+    );
+    engine.tick(Nanos(500_000_000), Seqno::UNDEFINED, true, None);
+    engine.poll_state_request();
+    assert!(requests(&engine.take_effects()).is_empty(), "not yet");
+    engine.tick(Nanos(1_000_001_000), Seqno::UNDEFINED, true, None);
+    engine.poll_state_request();
+    assert_eq!(requests(&engine.take_effects()).len(), 1);
+}
+
+/// A founder that ordered one write-set of node 2 at seqno 2.
+fn founder_with_one_write_set(store: &MemoryStateStore) -> NodeEngine {
+    let mut engine = connected(true, store);
+    deliver(
+        &mut engine,
+        Delivery::View(view(1, &[1, 2], 1, true, true, 10)),
+    );
+    let write_set = writeset::WriteSet {
+        source: uuid(2),
+        conn_id: 1,
+        trx_id: 1,
+        last_seen: Seqno(1),
+        flags: writeset::flags::TRX_START | writeset::flags::TRX_END,
+        keys: vec![writeset::Key::new(
+            &["db", "t", "r"],
+            base::KeyType::Exclusive,
+        )],
+        data: Vec::new().into(),
+    };
+    deliver(
+        &mut engine,
+        Delivery::WriteSet {
+            seqno: Seqno(2),
+            origin: uuid(2),
+            submit_id: 1,
+            local: false,
+            safe_seqno: Seqno(1),
+            payload: write_set.to_bytes(),
+        },
+    );
+    tasks(&mut engine);
+    engine.take_effects();
+    engine
+}
+
+#[test]
+fn an_ordered_view_seen_outside_the_primary_component_still_passes_its_seqno() {
+    let store = MemoryStateStore::default();
+    let mut engine = founder_with_one_write_set(&store);
+    deliver(
+        &mut engine,
+        Delivery::View(view(3, &[1, 2], 1, false, true, 10)),
+    );
+    let taken = tasks(&mut engine);
+    assert!(
+        matches!(
+            taken[..],
+            [
+                Task::View { ordered: false, .. },
+                Task::Skip { seqno: Seqno(3) }
+            ]
+        ),
+        "{taken:?}"
+    );
+}
+
+#[test]
+fn a_gap_in_the_log_is_caught_up_by_ist_at_once() {
+    let store = MemoryStateStore::default();
+    let mut engine = founder_with_one_write_set(&store);
+    deliver(
+        &mut engine,
+        Delivery::StateGap {
+            last_delivered: Seqno(2),
+            resume_after: Seqno(9),
+        },
+    );
+    assert_eq!(engine.state(), NodeState::Joiner);
+    let asked = requests(&engine.take_effects());
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].sst_request.is_empty(), "IST only: the server runs");
+    assert_eq!(asked[0].ist_from, Seqno(2));
+    assert!(engine.joining().is_some_and(|j| j.appliers_behind));
+}
+
+#[test]
+fn a_readmitted_node_keeps_its_monitors_for_what_its_appliers_still_have() {
+    let store = MemoryStateStore::default();
+    let mut engine = founder_with_one_write_set(&store);
+    // Readmitted under another membership, with seqnos 3..=5 ordered meanwhile.
+    deliver(
+        &mut engine,
+        Delivery::View(view(6, &[1, 2], 1, true, true, 11)),
+    );
+    assert_eq!(engine.state(), NodeState::Joiner);
+    engine.take_effects();
+    let cert = cert::Certifier::starting_at(cert::CertConfig::default(), Seqno(6));
+    let header = crate::ist::Header {
+        cluster: CLUSTER,
+        outcome: Outcome::Ist,
+        first: Seqno(3),
+        last: Seqno(6),
+        reason: String::new(),
+        index: cert.encode(),
+    };
+    assert_eq!(
+        engine.stream_header("node2", &header),
+        crate::StreamNext::Records
+    );
+    assert_eq!(
+        engine.snapshot_position(),
+        crate::SnapshotWait::Ready(Seqno(2))
+    );
+    engine.ist_begins(&header, Seqno(2)).unwrap();
+    let effects = engine.take_effects();
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::MonitorsAt(_))),
+        "{effects:?}"
+    );
+}
