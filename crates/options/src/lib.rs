@@ -21,6 +21,7 @@ pub mod status_vars;
 pub mod syntax;
 pub mod value;
 
+mod gcache_config;
 mod provider;
 
 pub use provider::{

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base::{KeyType, Seqno};
 use options::{InitContext, ProviderOptions};
 use replicator::{
-    AbortOutcome, CertifyOutcome, FreezePurge, GcacheConfig, Meta, NodeAddresses, RecvContext,
-    Replicator, Settings,
+    AbortOutcome, CertifyOutcome, FreezePurge, Meta, NodeAddresses, RecvContext, Replicator,
+    Settings,
 };
 use wsrep_sys::*;
 
@@ -241,7 +241,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             seed,
             causal_read_timeout: options.repl_causal_read_timeout,
             state_dir: Some(std::path::PathBuf::from(&options.base_dir)),
-            gcache: Some(gcache_config(&options)),
+            gcache: Some(options.gcache_config()),
             tls,
             history: if args.state_id.is_null() {
                 None
@@ -264,28 +264,6 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
         instance.log(WSREP_LOG_INFO, "Trireme provider initialised");
         WSREP_OK
     })
-}
-
-/// The write-set cache settings from the `gcache.*` options (`gcache.name` may be a path).
-fn gcache_config(options: &ProviderOptions) -> GcacheConfig {
-    let path = options.gcache_path();
-    let dir = path
-        .parent()
-        .map_or_else(|| std::path::PathBuf::from("."), |p| p.to_path_buf());
-    let name = path.file_name().map_or_else(
-        || options.gcache_name.clone(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    GcacheConfig {
-        dir,
-        name,
-        size: options.gcache_size,
-        page_size: options.gcache_page_size,
-        keep_pages_size: options.gcache_keep_pages_size,
-        keep_seconds: options.gcache_keep_seconds,
-        max_disk_bytes: options.gcache_max_disk_bytes,
-        recover: options.gcache_recover,
-    }
 }
 
 unsafe extern "C" fn capabilities(_wsrep: *mut wsrep_t) -> wsrep_cap_t {
