@@ -34,9 +34,29 @@ impl NodeEngine {
         self.life.connection += 1;
         self.life.closing = false;
         self.life.leaving = false;
+        self.follow_a_new_order();
         self.shift(NodeState::Open);
         self.donor_names = donor_names.to_owned();
         Ok(())
+    }
+
+    /// A new connection follows a new order from its first view: what this node made of
+    /// the last connection's order (its certification index, held deliveries, what its
+    /// server holds, the members it saw) does not carry over. Its server does, with the
+    /// local transactions and the pause, which outlive a connection.
+    fn follow_a_new_order(&mut self) {
+        self.certifier = None;
+        self.certifying = None;
+        self.held.clear();
+        self.in_server_upto = Seqno::UNDEFINED;
+        self.last_safe_seqno = Seqno::UNDEFINED;
+        self.saved_sole_member = false;
+        let view = &mut self.view;
+        view.membership = 0;
+        view.member_of = None;
+        view.view_names.clear();
+        view.view_members.clear();
+        view.absent.clear();
     }
 
     /// The connection's settings, once decided. A lost vote of an earlier connection made

@@ -333,3 +333,39 @@ fn a_readmitted_node_keeps_its_monitors_for_what_its_appliers_still_have() {
         "{effects:?}"
     );
 }
+
+#[test]
+fn a_reconnect_founds_anew_from_its_first_view() {
+    let store = MemoryStateStore::default();
+    let mut engine = founder_with_one_write_set(&store);
+    engine.begin_disconnect();
+    engine.close_with_final_view();
+    tasks(&mut engine);
+    // `SET GLOBAL wsrep_cluster_address='gcomm://'`: the same process founds again.
+    engine.begin_connection("").expect("disconnected");
+    engine.start_connection(ConnectionStart {
+        bootstrap: true,
+        start_position: Some(Gtid {
+            cluster: CLUSTER,
+            seqno: Seqno(2),
+        }),
+        ist_address: "node1/ist".into(),
+    });
+    deliver(
+        &mut engine,
+        Delivery::View(view(3, &[1], 1, true, true, 12)),
+    );
+    assert_eq!(engine.state(), NodeState::Synced);
+    let taken = tasks(&mut engine);
+    assert!(
+        matches!(
+            taken[..],
+            [
+                Task::Connected(_),
+                Task::View { ordered: true, .. },
+                Task::Synced
+            ]
+        ),
+        "the server is told it connected: {taken:?}"
+    );
+}
