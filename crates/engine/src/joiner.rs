@@ -210,7 +210,7 @@ impl NodeEngine {
         let mut joining = Joining::new(join_seqno);
         joining.continue_own_state(cluster, position);
         joining.rejoin_view = view;
-        joining.ist_requested_at = Some(self.now);
+        joining.donor_awaited_since = Some(self.now);
         joining.appliers_behind = true;
         joining.membership = self.view.membership;
         self.joining = Some(joining);
@@ -241,6 +241,11 @@ impl NodeEngine {
         let (level, message) = match donor {
             Ok(_) => {
                 joining.donor = donor_uuid;
+                // Its stream's header comes at once; a donor that never sends it (it
+                // died, or was cut off and never heard of the request) is asked for again.
+                if joining.transfer.index.is_none() {
+                    joining.donor_awaited_since = Some(now);
+                }
                 let message = format!("our state transfer request is ordered: donor {name}");
                 (LogLevel::Info, message)
             }

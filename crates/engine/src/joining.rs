@@ -100,8 +100,10 @@ pub struct Joining {
     pub transfer: TransferProgress,
     /// The server's snapshot is in place: further requests ask for IST only.
     pub ist_only: bool,
-    /// When the last IST-only request went out (its donor must connect in time).
-    pub ist_requested_at: Option<Nanos>,
+    /// When the last request went to a donor that has not sent its stream's header yet:
+    /// one that stays silent too long (it died, or never heard of the request) is asked
+    /// for again.
+    pub donor_awaited_since: Option<Nanos>,
     /// No donor was free: ask again at this time.
     pub retry_at: Option<Nanos>,
     /// Requests in a row that found no donor.
@@ -173,7 +175,7 @@ impl Joining {
             received: None,
             transfer: TransferProgress::default(),
             ist_only: false,
-            ist_requested_at: None,
+            donor_awaited_since: None,
             retry_at: None,
             donorless: 0,
             request_again: false,
@@ -200,19 +202,28 @@ impl Joining {
         if let Some(step) = self.after_failed_transfer(now) {
             return step;
         }
-        let overdue = self.ist_only
-            && self.transfer.index.is_none()
+        let overdue = self.transfer.index.is_none()
             && self
-                .ist_requested_at
+                .donor_awaited_since
                 .is_some_and(|at| now.since(at) > IST_START_TIMEOUT_NS);
         if overdue {
+            base::mark!("engine.silent_donor_asked_for_again");
             self.request_again = true;
-            self.ist_requested_at = None;
+            self.donor_awaited_since = None;
+            if self.received.is_none() {
+                // The applier waiting for the snapshot sends the request again.
+                let message = format!(
+                    "the chosen donor sent nothing {} s after our state transfer request was \
+                     ordered; asking again",
+                    IST_START_TIMEOUT_NS / 1_000_000_000
+                );
+                return JoinStep::Say(LogLevel::Warning, message);
+            }
         }
         if self.received.is_some() && std::mem::take(&mut self.request_again) {
             // The server's snapshot is in place: only IST can bring the rest.
             self.ist_only = true;
-            self.ist_requested_at = Some(now);
+            self.donor_awaited_since = Some(now);
             return JoinStep::AskForIst {
                 from: self.in_place_upto(),
                 overdue,
@@ -261,6 +272,7 @@ impl Joining {
         }
         // What was queued stays queued (it is intact and in order); ask again for the
         // rest, from another donor if the group picks one.
+        self.donor_awaited_since = None;
         if self.transfer.queued_upto.is_defined() && self.ist_only {
             base::mark!("engine.cut_stream_resumed_from_what_was_queued");
         }
@@ -410,10 +422,10 @@ mod tests {
         let mut join = joining(5, 10, -1, 12);
         join.transfer.index = None;
         join.ist_only = true;
-        join.ist_requested_at = Some(now);
+        join.donor_awaited_since = Some(now);
         assert!(matches!(join.next_step(now), JoinStep::Wait));
         let late = Nanos(now.0 + IST_START_TIMEOUT_NS + 1_000_000_000);
         assert!(is_ask(&join.next_step(late), 10, true));
-        assert_eq!(join.ist_requested_at, Some(late));
+        assert_eq!(join.donor_awaited_since, Some(late));
     }
 }

@@ -48,6 +48,13 @@ impl NodeEngine {
 
     /// A stream's header arrived from `peer`: takes the donor's index, or its refusal.
     pub fn stream_header(&mut self, peer: &str, header: &Header) -> StreamNext {
+        if let Some(joining) = self
+            .joining
+            .as_mut()
+            .filter(|_| self.view.cluster == header.cluster)
+        {
+            joining.donor_awaited_since = None;
+        }
         if self.joining.is_none() || self.view.cluster != header.cluster {
             let message = format!(
                 "ignored a state transfer stream from {peer} for history {}: not joining it",

@@ -233,9 +233,22 @@ impl Replicator {
             self.shared.app.log(LogLevel::Info, message);
             return None;
         }
-        settings
-            .history
+        // A server that already committed in this process (connected again at runtime, after
+        // `SET GLOBAL wsrep_cluster_address`) stands where its monitors stand: the position
+        // it passed at `init` and the one saved at the last disconnect may both be behind
+        // what its appliers went on to commit.
+        let running = {
+            let cluster = lock(&self.shared.inner).engine.cluster();
+            let committed = self.last_committed_locked();
+            let running = lock(&self.shared.monitors).is_some();
+            running.then_some(Gtid {
+                cluster,
+                seqno: committed,
+            })
+        };
+        running
             .filter(known)
+            .or(settings.history.filter(known))
             .or_else(|| saved.map(|s| s.position).filter(known))
     }
 

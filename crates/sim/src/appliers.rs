@@ -87,7 +87,14 @@ impl Simulation {
                     phase: Phase::WaitApply,
                 },
                 Task::RequestState => {
-                    let sent = process.engine.send_state_request(Some(b"sim".to_vec()));
+                    // A server connected again at runtime asks for no snapshot: its own
+                    // data is the snapshot, and IST brings the rest.
+                    let request = if process.reconnected {
+                        Vec::new()
+                    } else {
+                        b"sim".to_vec()
+                    };
+                    let sent = process.engine.send_state_request(Some(request));
                     if !sent {
                         return Err(format!("node {slot}: could not ask for state"));
                     }

@@ -22,7 +22,12 @@ impl Simulation {
             }
             let now = self.now();
             let process = self.nodes[slot].process();
-            let (outgoing, deliveries) = process.group.poll(now);
+            // A disconnected member's group is stopped: nothing goes in or out.
+            let (outgoing, deliveries) = if process.group_stopped {
+                (Vec::new(), Vec::new())
+            } else {
+                process.group.poll(now)
+            };
             let quiet = outgoing.is_empty() && deliveries.is_empty();
             if round == PUMP_ROUNDS_MAX {
                 return Err(format!(

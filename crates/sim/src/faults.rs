@@ -82,6 +82,19 @@ pub enum Fault {
         /// How long it stays down, microseconds.
         down_us: u64,
     },
+    /// The node's server changes its cluster address at runtime: it disconnects and
+    /// connects again as a new member, with its own data.
+    Reconnect {
+        /// The node.
+        slot: usize,
+    },
+    /// The second half of a reconnect.
+    Connect {
+        /// The node.
+        slot: usize,
+        /// The process that disconnected.
+        incarnation: u64,
+    },
     /// The freeze of a node's running process ends.
     Unfreeze {
         /// The node.
@@ -109,7 +122,7 @@ impl Simulation {
 
     fn draw_fault(&mut self, slot: usize, slots: usize) -> Fault {
         let for_us = self.rng.gen_range(100_000..2_000_000);
-        match self.rng.gen_range(0..7) {
+        match self.rng.gen_range(0..8) {
             0 => Fault::Isolate {
                 slot,
                 for_us: self.rng.gen_range(100_000..3_000_000),
@@ -143,6 +156,7 @@ impl Simulation {
                 slot,
                 for_us: self.rng.gen_range(20_000..500_000),
             },
+            6 => Fault::Reconnect { slot },
             _ => Fault::Freeze { slot, for_us },
         }
     }
@@ -205,6 +219,13 @@ impl Simulation {
                     self.schedule(down_us, Event::Restart { slot });
                 }
             }
+            Fault::Reconnect { slot } => {
+                // As a DBA would: on a healthy cluster, so that a donor holds its gap.
+                if self.healthy() {
+                    self.disconnect_at_runtime(slot);
+                }
+            }
+            Fault::Connect { slot, incarnation } => self.connect_at_runtime(slot, incarnation),
             Fault::Unfreeze { slot, incarnation } => {
                 if let Some(process) = self.nodes[slot].process_of(incarnation) {
                     let _ = process.cache.set_freeze_purge(FreezePurge::Off);

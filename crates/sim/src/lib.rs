@@ -336,7 +336,9 @@ impl Simulation {
         let Some(process) = self.nodes[slot].process_of(incarnation) else {
             return Ok(());
         };
-        process.group.tick(now);
+        if !process.group_stopped {
+            process.group.tick(now);
+        }
         self.schedule(TICK_US, Event::Tick { slot, incarnation });
         self.pump(slot)
     }
@@ -349,7 +351,7 @@ impl Simulation {
         must_refuse: Option<&'static str>,
     ) -> Result<(), String> {
         let now = self.now();
-        let Some(process) = self.nodes[to].process.as_mut() else {
+        let Some(process) = self.nodes[to].process.as_mut().filter(|p| !p.group_stopped) else {
             return Ok(());
         };
         // Refusals (a departed sender, a duplicate) are expected under faults; the group

@@ -15,6 +15,8 @@ use crate::{Event, Simulation, TICK_US};
 /// started again after it stopped, simulated microseconds (a real node waits 3 s).
 pub(crate) const FATAL_LEAVE_WAIT_US: u64 = 3_000_000;
 const RESTART_AFTER_FATAL_US: u64 = 500_000;
+/// How long a server stays disconnected when its cluster address changes at runtime.
+const RECONNECT_AFTER_US: u64 = 50_000;
 
 impl Simulation {
     /// Starts the founder of the cluster.
@@ -105,10 +107,76 @@ impl Simulation {
             causal: Default::default(),
             freeze: base::FreezePurge::Off,
             stopping_by: None,
+            group_stopped: false,
+            reconnected: false,
         });
         let incarnation = node.incarnation;
         let jitter = self.rng.gen_range(0..TICK_US);
         self.schedule(jitter, Event::Tick { slot, incarnation });
+    }
+
+    /// `SET GLOBAL wsrep_cluster_address` on a running server, first half: the node leaves
+    /// and its server gets the final view; its clients waiting for an order fail.
+    pub(crate) fn disconnect_at_runtime(&mut self, slot: usize) {
+        let Some(process) = self.nodes[slot].process.as_mut() else {
+            return;
+        };
+        if process.group_stopped || process.stopping_by.is_some() {
+            return;
+        }
+        base::mark!("sim.server_reconnected_at_runtime");
+        let last_member = process.engine.begin_disconnect();
+        process.group.leave();
+        process.group_stopped = true;
+        process.engine.forget_membership();
+        process.engine.close_with_final_view();
+        let committed = process.committed();
+        process.engine.save_final_state(last_member, committed);
+        let incarnation = process.incarnation;
+        self.schedule(
+            RECONNECT_AFTER_US,
+            Event::Fault(crate::faults::Fault::Connect { slot, incarnation }),
+        );
+    }
+
+    /// Second half: the same server connects again as a new member, with its own position.
+    pub(crate) fn connect_at_runtime(&mut self, slot: usize, incarnation: u64) {
+        let rng = seeded_rng(self.rng.gen());
+        let seeds: Vec<String> = (0..self.nodes.len())
+            .filter(|s| *s != slot)
+            .map(SimNode::address)
+            .collect();
+        let contact = Contact::new(&format!("node{slot}"), &SimNode::address(slot));
+        let now = self.now();
+        let node = &mut self.nodes[slot];
+        let db = &node.disk.db;
+        let position = (db.history != base::Uuid::NIL).then_some(Gtid {
+            cluster: db.history,
+            seqno: db.committed,
+        });
+        let Some(process) = node.process_of(incarnation) else {
+            return;
+        };
+        if !process.engine.tasks().is_empty() || !process.running.is_empty() {
+            // The server connects again once its appliers have passed on the final view.
+            let again = Event::Fault(crate::faults::Fault::Connect { slot, incarnation });
+            self.schedule(RECONNECT_AFTER_US, again);
+            return;
+        }
+        let group = GroupNode::join(self.config.clone(), &contact, seeds, rng, now);
+        process
+            .engine
+            .begin_connection("")
+            .expect("disconnected before");
+        process.engine.group_started(group.me().uuid);
+        process.engine.start_connection(ConnectionStart {
+            bootstrap: false,
+            start_position: position,
+            ist_address: SimNode::ist_address(slot),
+        });
+        process.group = group;
+        process.group_stopped = false;
+        process.reconnected = true;
     }
 
     /// A process stopping after a fatal error ends once it is out of the group (or its time

@@ -232,6 +232,11 @@ pub struct Process {
     /// A fatal error stops the server: it leaves the group first (until this time at most,
     /// simulated microseconds), as a real node does, then it is gone.
     pub stopping_by: Option<u64>,
+    /// Disconnected at runtime (`SET GLOBAL wsrep_cluster_address`): the group member is
+    /// stopped until the server connects again.
+    pub group_stopped: bool,
+    /// Connected again at runtime: a running server asks for no snapshot.
+    pub reconnected: bool,
 }
 
 impl Process {
