@@ -171,28 +171,7 @@ impl Certifier {
     /// entries held by seqnos that wrote their paths) so that later calls on the result can
     /// rely on the same invariants as on a certifier that got there by certifying.
     pub fn decode(bytes: &[u8]) -> Result<Certifier, IndexDecodeError> {
-        if bytes.len() < MAGIC.len() + 1 + CRC_LEN {
-            return Err(IndexDecodeError::Truncated);
-        }
-        if bytes[..MAGIC.len()] != MAGIC {
-            return Err(IndexDecodeError::BadMagic);
-        }
-        let (body, trailer) = bytes.split_at(bytes.len() - CRC_LEN);
-        let mut stored = [0u8; CRC_LEN];
-        stored.copy_from_slice(trailer);
-        let stored = u32::from_le_bytes(stored);
-        let computed = crc32c::crc32c(body);
-        if stored != computed {
-            return Err(IndexDecodeError::ChecksumMismatch { stored, computed });
-        }
-
-        let mut input = Reader {
-            rest: &body[MAGIC.len()..],
-        };
-        let version = input.u8()?;
-        if version != FORMAT_VERSION {
-            return Err(IndexDecodeError::UnknownVersion(version));
-        }
+        let mut input = checked_body(bytes)?;
         let cfg = CertConfig {
             max_interval: input.u64()?,
         };
@@ -209,65 +188,9 @@ impl Certifier {
                 "last barrier {last_barrier} is beyond the position {position}"
             )));
         }
-
-        let window = i128::from(position.0) - i128::from(purged_to.0);
-        let history_len = input.u64()?;
-        if i128::from(history_len) != window {
-            return Err(inconsistent(format!(
-                "{history_len} history records for the {window} seqnos after {purged_to} \
-                 up to {position}"
-            )));
-        }
-        let history_len = input.count(history_len, RECORD_LEN)?;
-        let mut history = VecDeque::with_capacity(history_len);
-        let mut paths_recorded: u64 = 0;
-        for offset in 0..history_len {
-            let source = Uuid(input.array()?);
-            let toi = match input.u8()? {
-                0 => false,
-                1 => true,
-                other => {
-                    return Err(inconsistent(format!(
-                        "TOI flag {other} in the record of seqno {}",
-                        seqno_at(purged_to, offset)
-                    )))
-                }
-            };
-            let paths = input.u64()?;
-            paths_recorded = paths_recorded.checked_add(paths).ok_or_else(|| {
-                inconsistent("the history records more paths than fit in a u64".to_owned())
-            })?;
-            // Not above the sum, which must match the written count: bounded by the input.
-            let paths = usize::try_from(paths).map_err(|_| {
-                inconsistent(format!(
-                    "seqno {} wrote {paths} paths",
-                    seqno_at(purged_to, offset)
-                ))
-            })?;
-            history.push_back(Record { source, toi, paths });
-        }
-
-        let written_len = input.u64()?;
-        if written_len != paths_recorded {
-            return Err(inconsistent(format!(
-                "{written_len} written paths, but the history records {paths_recorded}"
-            )));
-        }
-        let written_len = input.count(written_len, PATH_LEN)?;
-        let mut written = VecDeque::with_capacity(written_len);
-        for _ in 0..written_len {
-            written.push_back(input.u128()?);
-        }
-        // Which (path, seqno) pairs the history wrote, sorted for lookup: what an index slot
-        // may hold.
-        let mut owned: Vec<(PathHash, i64)> = Vec::with_capacity(written_len);
-        let mut paths = written.iter();
-        for (offset, record) in history.iter().enumerate() {
-            let seqno = seqno_at(purged_to, offset).0;
-            owned.extend(paths.by_ref().take(record.paths).map(|path| (*path, seqno)));
-        }
-        owned.sort_unstable();
-
+        let (history, paths_recorded) = decode_history(&mut input, purged_to, position)?;
+        let written = decode_written(&mut input, paths_recorded)?;
+        let owned = paths_owned(&history, &written, purged_to);
         let index = decode_entries(&mut input, purged_to, position, &owned)?;
         let streams = decode_streams(&mut input, position)?;
         if !input.rest.is_empty() {
@@ -276,17 +199,7 @@ impl Certifier {
                 input.rest.len()
             )));
         }
-        // A path a live seqno wrote stays indexed at that seqno or a later one until that
-        // seqno is purged.
-        for (path, seqno) in &owned {
-            let newest = index.get(path).map_or(EMPTY_SLOT, Slots::newest);
-            if newest < *seqno {
-                return Err(inconsistent(format!(
-                    "index path {path:#034x} written by seqno {seqno} is missing from the index"
-                )));
-            }
-        }
-
+        check_owned_paths_indexed(&index, &owned)?;
         Ok(Certifier {
             cfg,
             position,
@@ -300,6 +213,131 @@ impl Certifier {
             streams,
         })
     }
+}
+
+/// The body after the magic and the version, once its checksum holds.
+fn checked_body(bytes: &[u8]) -> Result<Reader<'_>, IndexDecodeError> {
+    if bytes.len() < MAGIC.len() + 1 + CRC_LEN {
+        return Err(IndexDecodeError::Truncated);
+    }
+    if bytes[..MAGIC.len()] != MAGIC {
+        return Err(IndexDecodeError::BadMagic);
+    }
+    let (body, trailer) = bytes.split_at(bytes.len() - CRC_LEN);
+    let mut stored = [0u8; CRC_LEN];
+    stored.copy_from_slice(trailer);
+    let stored = u32::from_le_bytes(stored);
+    let computed = crc32c::crc32c(body);
+    if stored != computed {
+        return Err(IndexDecodeError::ChecksumMismatch { stored, computed });
+    }
+    let mut input = Reader {
+        rest: &body[MAGIC.len()..],
+    };
+    let version = input.u8()?;
+    if version != FORMAT_VERSION {
+        return Err(IndexDecodeError::UnknownVersion(version));
+    }
+    Ok(input)
+}
+
+/// One record per seqno after `purged_to` up to `position`; returns them and the number
+/// of paths they say they wrote.
+fn decode_history(
+    input: &mut Reader<'_>,
+    purged_to: Seqno,
+    position: Seqno,
+) -> Result<(VecDeque<Record>, u64), IndexDecodeError> {
+    let window = i128::from(position.0) - i128::from(purged_to.0);
+    let history_len = input.u64()?;
+    if i128::from(history_len) != window {
+        return Err(inconsistent(format!(
+            "{history_len} history records for the {window} seqnos after {purged_to} \
+             up to {position}"
+        )));
+    }
+    let history_len = input.count(history_len, RECORD_LEN)?;
+    let mut history = VecDeque::with_capacity(history_len);
+    let mut paths_recorded: u64 = 0;
+    for offset in 0..history_len {
+        let source = Uuid(input.array()?);
+        let toi = match input.u8()? {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(inconsistent(format!(
+                    "TOI flag {other} in the record of seqno {}",
+                    seqno_at(purged_to, offset)
+                )))
+            }
+        };
+        let paths = input.u64()?;
+        paths_recorded = paths_recorded.checked_add(paths).ok_or_else(|| {
+            inconsistent("the history records more paths than fit in a u64".to_owned())
+        })?;
+        // Not above the sum, which must match the written count: bounded by the input.
+        let paths = usize::try_from(paths).map_err(|_| {
+            inconsistent(format!(
+                "seqno {} wrote {paths} paths",
+                seqno_at(purged_to, offset)
+            ))
+        })?;
+        history.push_back(Record { source, toi, paths });
+    }
+    Ok((history, paths_recorded))
+}
+
+/// The paths the history wrote, as many as its records say.
+fn decode_written(
+    input: &mut Reader<'_>,
+    paths_recorded: u64,
+) -> Result<VecDeque<PathHash>, IndexDecodeError> {
+    let written_len = input.u64()?;
+    if written_len != paths_recorded {
+        return Err(inconsistent(format!(
+            "{written_len} written paths, but the history records {paths_recorded}"
+        )));
+    }
+    let written_len = input.count(written_len, PATH_LEN)?;
+    let mut written = VecDeque::with_capacity(written_len);
+    for _ in 0..written_len {
+        written.push_back(input.u128()?);
+    }
+    Ok(written)
+}
+
+/// Which (path, seqno) pairs the history wrote, sorted for lookup: what an index slot may
+/// hold.
+fn paths_owned(
+    history: &VecDeque<Record>,
+    written: &VecDeque<PathHash>,
+    purged_to: Seqno,
+) -> Vec<(PathHash, i64)> {
+    let mut owned: Vec<(PathHash, i64)> = Vec::with_capacity(written.len());
+    let mut paths = written.iter();
+    for (offset, record) in history.iter().enumerate() {
+        let seqno = seqno_at(purged_to, offset).0;
+        owned.extend(paths.by_ref().take(record.paths).map(|path| (*path, seqno)));
+    }
+    owned.sort_unstable();
+    owned
+}
+
+/// A path a live seqno wrote stays indexed at that seqno or a later one until that seqno
+/// is purged.
+fn check_owned_paths_indexed(
+    index: &Index,
+    owned: &[(PathHash, i64)],
+) -> Result<(), IndexDecodeError> {
+    for (path, seqno) in owned {
+        let newest = index.get(path).map_or(EMPTY_SLOT, Slots::newest);
+        if newest < *seqno {
+            return Err(inconsistent(format!(
+                "index path {path:#034x} written by seqno {seqno} is missing from the index"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The index entries: in ascending path order, each held by seqnos of the history window

@@ -137,44 +137,48 @@ impl DirArg {
     }
 }
 
+/// What `trireme cluster up` takes.
+#[derive(Args)]
+struct UpArgs {
+    /// Number of nodes, 1 to 9 [default: 3].
+    #[arg(long)]
+    nodes: Option<usize>,
+    #[command(flatten)]
+    dir: DirArg,
+    /// wsrep provider library [default: libtrireme.so next to this binary].
+    #[arg(long, value_name = "PATH")]
+    provider: Option<PathBuf>,
+    /// Node i uses SQL port P+i and group/IST/SST ports P+100+10i .. +2 [default: 13300].
+    #[arg(long, value_name = "P")]
+    base_port: Option<u16>,
+    /// How joiners get their data [default: rsync].
+    #[arg(long, value_enum)]
+    sst_method: Option<SstArg>,
+    /// More wsrep_provider_options for every node, e.g. "gcache.size=16M".
+    #[arg(long, value_name = "OPTIONS")]
+    provider_options: Option<String>,
+    /// Settings for the [sst] group of every my.cnf, e.g. "parallel=4; rlimit=100M".
+    #[arg(long, value_name = "OPTIONS")]
+    sst_options: Option<String>,
+    /// More [mysqld] settings for every my.cnf, e.g. "innodb_buffer_pool_size=1G".
+    #[arg(long, value_name = "OPTIONS")]
+    server_options: Option<String>,
+    /// Run every node on a host of its own: network namespace triN, address 10.213.0.N
+    /// on bridge tribr0, a my.cnf with no listen or node address (needs root).
+    #[arg(long)]
+    hosts: bool,
+    /// Start all joiners at the same moment once the first node is up.
+    #[arg(long)]
+    joiners_together: bool,
+    /// Seconds each node may take to become Synced (SST included).
+    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    timeout: u64,
+}
+
 #[derive(Subcommand)]
 enum ClusterCommand {
     /// Create and start a cluster, or restart the stopped cluster in DIR.
-    Up {
-        /// Number of nodes, 1 to 9 [default: 3].
-        #[arg(long)]
-        nodes: Option<usize>,
-        #[command(flatten)]
-        dir: DirArg,
-        /// wsrep provider library [default: libtrireme.so next to this binary].
-        #[arg(long, value_name = "PATH")]
-        provider: Option<PathBuf>,
-        /// Node i uses SQL port P+i and group/IST/SST ports P+100+10i .. +2 [default: 13300].
-        #[arg(long, value_name = "P")]
-        base_port: Option<u16>,
-        /// How joiners get their data [default: rsync].
-        #[arg(long, value_enum)]
-        sst_method: Option<SstArg>,
-        /// More wsrep_provider_options for every node, e.g. "gcache.size=16M".
-        #[arg(long, value_name = "OPTIONS")]
-        provider_options: Option<String>,
-        /// Settings for the [sst] group of every my.cnf, e.g. "parallel=4; rlimit=100M".
-        #[arg(long, value_name = "OPTIONS")]
-        sst_options: Option<String>,
-        /// More [mysqld] settings for every my.cnf, e.g. "innodb_buffer_pool_size=1G".
-        #[arg(long, value_name = "OPTIONS")]
-        server_options: Option<String>,
-        /// Run every node on a host of its own: network namespace triN, address 10.213.0.N
-        /// on bridge tribr0, a my.cnf with no listen or node address (needs root).
-        #[arg(long)]
-        hosts: bool,
-        /// Start all joiners at the same moment once the first node is up.
-        #[arg(long)]
-        joiners_together: bool,
-        /// Seconds each node may take to become Synced (SST included).
-        #[arg(long, default_value_t = 120, value_name = "SECONDS")]
-        timeout: u64,
-    },
+    Up(UpArgs),
     /// Faults on the network of a --hosts cluster.
     Net {
         #[command(subcommand)]
@@ -320,62 +324,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Top::Campaign(args) => return campaign(args),
     };
     match command {
-        ClusterCommand::Up {
-            nodes,
-            dir,
-            provider,
-            base_port,
-            sst_method,
-            provider_options,
-            sst_options,
-            server_options,
-            hosts,
-            joiners_together,
-            timeout,
-        } => {
-            let mut opts = UpOptions::new(dir.resolve());
-            opts.hosts = hosts.then_some(true);
-            opts.joiners_together = joiners_together;
-            opts.nodes = nodes;
-            opts.provider = provider;
-            opts.base_port = base_port;
-            opts.sst_method = sst_method.map(|s| match s {
-                SstArg::Rsync => SstMethod::Rsync,
-                SstArg::Mariabackup => SstMethod::Mariabackup,
-                SstArg::Trireme => SstMethod::Trireme,
-            });
-            opts.provider_options = provider_options;
-            opts.sst_options = sst_options;
-            opts.server_options = server_options;
-            opts.timeouts.node_start = Duration::from_secs(timeout);
-            let cluster = Cluster::up(&opts)?;
-            println!(
-                "Cluster in {} is up. Connect with:",
-                cluster.dir().display()
-            );
-            for node in 1..=cluster.nodes() {
-                println!("  mariadb -S {} -uroot", cluster.socket(node).display());
-            }
-            println!();
-            print!("{}", format_status_table(&cluster.status()));
-        }
-        ClusterCommand::Net { fault, dir } => {
-            let cluster = Cluster::open(dir.resolve())?;
-            let network = cluster.network().context(
-                "this cluster runs on loopback: network faults need one made with --hosts",
-            )?;
-            match fault {
-                NetFault::Cut { node } => network.cut(node)?,
-                NetFault::Heal { node } => network.heal(node)?,
-                NetFault::Split { nodes } => network.split(&nodes)?,
-                NetFault::Join => network.join_all()?,
-                NetFault::Impair {
-                    node,
-                    delay_ms,
-                    loss,
-                } => network.impair(node, Duration::from_millis(delay_ms), loss)?,
-            }
-        }
+        ClusterCommand::Up(args) => cluster_up(args)?,
+        ClusterCommand::Net { fault, dir } => net_fault(fault, dir)?,
         ClusterCommand::Status { dir } => {
             let cluster = Cluster::open(dir.resolve())?;
             print!("{}", format_status_table(&cluster.status()));
@@ -446,6 +396,56 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `trireme cluster up`: creates or restarts the cluster, then says how to connect.
+fn cluster_up(args: UpArgs) -> Result<()> {
+    let mut opts = UpOptions::new(args.dir.resolve());
+    opts.hosts = args.hosts.then_some(true);
+    opts.joiners_together = args.joiners_together;
+    opts.nodes = args.nodes;
+    opts.provider = args.provider;
+    opts.base_port = args.base_port;
+    opts.sst_method = args.sst_method.map(|s| match s {
+        SstArg::Rsync => SstMethod::Rsync,
+        SstArg::Mariabackup => SstMethod::Mariabackup,
+        SstArg::Trireme => SstMethod::Trireme,
+    });
+    opts.provider_options = args.provider_options;
+    opts.sst_options = args.sst_options;
+    opts.server_options = args.server_options;
+    opts.timeouts.node_start = Duration::from_secs(args.timeout);
+    let cluster = Cluster::up(&opts)?;
+    println!(
+        "Cluster in {} is up. Connect with:",
+        cluster.dir().display()
+    );
+    for node in 1..=cluster.nodes() {
+        println!("  mariadb -S {} -uroot", cluster.socket(node).display());
+    }
+    println!();
+    print!("{}", format_status_table(&cluster.status()));
+    Ok(())
+}
+
+/// `trireme cluster net`: a fault on a --hosts cluster's network.
+fn net_fault(fault: NetFault, dir: DirArg) -> Result<()> {
+    let cluster = Cluster::open(dir.resolve())?;
+    let network = cluster
+        .network()
+        .context("this cluster runs on loopback: network faults need one made with --hosts")?;
+    match fault {
+        NetFault::Cut { node } => network.cut(node)?,
+        NetFault::Heal { node } => network.heal(node)?,
+        NetFault::Split { nodes } => network.split(&nodes)?,
+        NetFault::Join => network.join_all()?,
+        NetFault::Impair {
+            node,
+            delay_ms,
+            loss,
+        } => network.impair(node, Duration::from_millis(delay_ms), loss)?,
+    }
+    Ok(())
 }
 
 fn campaign(args: CampaignArgs) -> Result<ExitCode> {

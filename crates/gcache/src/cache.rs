@@ -1,4 +1,4 @@
-//! The cache itself: placement, purging, retention, reads.
+//! The cache itself: opening and recovery, appends, the index, status and invariants.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -15,13 +15,18 @@ use crate::format::{
     FILE_HEADER_LEN, PAGE_MAGIC, RECORD_ALIGN, RECORD_HEADER_LEN, RING_MAGIC,
 };
 use crate::recovery::{self, RingSource};
+use crate::GcacheError;
+
+pub use base::FreezePurge;
+pub use reading::RangeReader;
+
+mod placement;
+mod reading;
+mod retention;
 
 /// Payloads up to this size are copied behind their header and written in one call; larger
 /// ones are written in place after it.
 const SCRATCH_RECORD_MAX: usize = 64 << 10;
-use crate::GcacheError;
-
-pub use base::FreezePurge;
 
 /// One cached action, as read back (checksum verified).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +88,14 @@ pub(crate) struct Entry {
     pub(crate) timestamp: u64,
 }
 
+/// What an append is about to write, besides its payload.
+struct NewRecord {
+    seqno: Seqno,
+    kind: u8,
+    timestamp: u64,
+    len: u32,
+}
+
 /// An overflow page file.
 #[derive(Debug)]
 pub(crate) struct Page {
@@ -97,43 +110,6 @@ pub(crate) struct Page {
     pub(crate) max_seqno: Seqno,
     /// Open only for the page currently receiving records.
     pub(crate) writer: Option<File>,
-}
-
-/// What retention currently protects from purging: every seqno at or above the lowest
-/// bound set.
-#[derive(Clone, Copy, Debug)]
-struct Protection {
-    freeze: Option<Seqno>,
-    floor: Option<Seqno>,
-    young: Option<Seqno>,
-}
-
-impl Protection {
-    fn from(&self) -> Option<Seqno> {
-        [self.freeze, self.floor, self.young]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    fn allows_purge(&self, seqno: Seqno) -> bool {
-        self.from().is_none_or(|from| seqno < from)
-    }
-
-    /// The rules that protect `seqno`, for the log.
-    fn reasons(&self, seqno: Seqno) -> String {
-        let mut reasons = Vec::new();
-        if self.freeze.is_some_and(|f| f <= seqno) {
-            reasons.push("gcache.freeze_purge_at_seqno");
-        }
-        if self.floor.is_some_and(|f| f <= seqno) {
-            reasons.push("retention floor");
-        }
-        if self.young.is_some_and(|f| f <= seqno) {
-            reasons.push("gcache.keep_seconds");
-        }
-        reasons.join(", ")
-    }
 }
 
 /// The write-set cache. See the crate documentation for the format and the rules.
@@ -407,17 +383,37 @@ impl Gcache {
             return Ok(());
         };
 
-        // A small record goes out in one write from the scratch buffer; a large one as its
-        // header and then the payload in place, so that it is not copied into (and does not
-        // leave) a buffer as large as itself.
+        let record = NewRecord {
+            seqno,
+            kind,
+            timestamp,
+            len,
+        };
+        self.write_record(&record, loc, offset, payload)?;
+        self.index_record(&record, loc, offset, need);
+        self.next = Some(seqno.next());
+        self.last_timestamp = timestamp;
+        self.trim()
+    }
+
+    /// Writes a record at its place. A small record goes out in one write from the scratch
+    /// buffer; a large one as its header and then the payload in place, so that it is not
+    /// copied into (and does not leave) a buffer as large as itself.
+    fn write_record(
+        &mut self,
+        record: &NewRecord,
+        loc: Loc,
+        offset: u64,
+        payload: &[u8],
+    ) -> Result<(), GcacheError> {
         let separate_payload = payload.len() > SCRATCH_RECORD_MAX;
         self.scratch.clear();
         encode_record_header(
             &mut self.scratch,
             self.seed,
-            seqno,
-            kind,
-            timestamp,
+            record.seqno,
+            record.kind,
+            record.timestamp,
             payload,
         );
         if !separate_payload {
@@ -439,16 +435,20 @@ impl Gcache {
             written = file.write_all_at(payload, offset + self.scratch.len() as u64);
         }
         let written = written.map_err(|e| GcacheError::io(path, e));
-        if let Err(e) = written {
+        if written.is_err() {
             if let Loc::Page(id) = loc {
                 if self.pages[&id].live == 0 {
                     // A page created for this record and nothing else: do not leak it.
                     let _ = self.remove_page(id);
                 }
             }
-            return Err(e);
         }
+        written
+    }
 
+    /// Takes a written record into the ring's queue or its page, and into the index.
+    fn index_record(&mut self, record: &NewRecord, loc: Loc, offset: u64, need: u64) {
+        let seqno = record.seqno;
         match loc {
             Loc::Ring => {
                 self.head = offset + need;
@@ -472,392 +472,9 @@ impl Gcache {
         self.index.push_back(Entry {
             loc,
             offset,
-            len,
-            timestamp,
+            len: record.len,
+            timestamp: record.timestamp,
         });
-        self.next = Some(seqno.next());
-        self.last_timestamp = timestamp;
-        self.trim()
-    }
-
-    /// Finds room for a record of `need` bytes, purging as the rules allow; `None` if the
-    /// record cannot be kept at all under `max_disk_bytes` (the cache is then empty).
-    fn place(&mut self, seqno: Seqno, need: u64) -> Result<Option<(Loc, u64)>, GcacheError> {
-        let fits_ring = need <= self.ring_end - FILE_HEADER_LEN;
-        let protection = self.protection();
-        if fits_ring {
-            loop {
-                if let Some(offset) = self.ring_slot(need) {
-                    return Ok(Some((Loc::Ring, offset)));
-                }
-                let tail = *self
-                    .ring_q
-                    .front()
-                    .expect("an empty ring has room for any record that fits in it");
-                if !protection.allows_purge(tail) {
-                    break;
-                }
-                self.purge_through(tail)?;
-            }
-        }
-        if let Some(slot) = self.page_slot(need)? {
-            return Ok(Some(slot));
-        }
-
-        // Only the disk ceiling can get us here: give up the oldest records, protected or
-        // not, until the new one fits in the ring or in a page.
-        let mut given_up: Option<(Seqno, Seqno, String)> = None;
-        let placed = loop {
-            if self.index.is_empty() {
-                break None;
-            }
-            let oldest = self.first;
-            if !protection.allows_purge(oldest) {
-                self.protected_dropped += 1;
-                let reasons = protection.reasons(oldest);
-                given_up = Some(match given_up {
-                    Some((from, _, why)) => (from, oldest, why),
-                    None => (oldest, oldest, reasons),
-                });
-            }
-            self.purge_one()?;
-            if fits_ring {
-                if let Some(offset) = self.ring_slot(need) {
-                    break Some((Loc::Ring, offset));
-                }
-            }
-            if let Some(slot) = self.page_slot(need)? {
-                break Some(slot);
-            }
-        };
-        if let Some((from, to, reasons)) = given_up {
-            tracing::warn!(
-                from = from.0,
-                to = to.0,
-                max_disk_bytes = self.config.max_disk_bytes,
-                protected_by = %reasons,
-                "gcache gave up protected seqnos {from}..={to}: keeping them would exceed \
-                 gcache.max_disk_bytes ({} bytes) for seqno {seqno}",
-                self.config.max_disk_bytes
-            );
-        }
-        if placed.is_none() {
-            tracing::warn!(
-                seqno = seqno.0,
-                bytes = need,
-                max_disk_bytes = self.config.max_disk_bytes,
-                "gcache cannot hold seqno {seqno} ({need} bytes) within gcache.max_disk_bytes; \
-                 it is not cached and the cache is now empty"
-            );
-        }
-        Ok(placed)
-    }
-
-    /// The ring offset a record of `need` bytes would take without purging anything.
-    fn ring_slot(&self, need: u64) -> Option<u64> {
-        let start = FILE_HEADER_LEN;
-        let Some(tail) = self.ring_tail() else {
-            return (need <= self.ring_end - start).then_some(start);
-        };
-        if self.head > tail {
-            // Live bytes are [tail, head): free space at the end, then before the tail.
-            if self.ring_end - self.head >= need {
-                Some(self.head)
-            } else if tail - start >= need {
-                Some(start)
-            } else {
-                None
-            }
-        } else if tail - self.head >= need {
-            // Wrapped: the only free space lies between head and tail.
-            Some(self.head)
-        } else {
-            None
-        }
-    }
-
-    fn ring_tail(&self) -> Option<u64> {
-        self.ring_q
-            .front()
-            .map(|seqno| self.entry(*seqno).expect("ring record cached").offset)
-    }
-
-    /// The page offset a record of `need` bytes would take: the current page if it has
-    /// room, else a new page if the ceiling allows one.
-    fn page_slot(&mut self, need: u64) -> Result<Option<(Loc, u64)>, GcacheError> {
-        if let Some(id) = self.current_page {
-            let page = &self.pages[&id];
-            if page.size - page.used >= need {
-                return Ok(Some((Loc::Page(id), page.used)));
-            }
-        }
-        let want = FILE_HEADER_LEN + need;
-        let size = if self.config.max_disk_bytes == 0 {
-            want.max(self.config.page_size)
-        } else {
-            let headroom = self.config.max_disk_bytes.saturating_sub(self.disk_bytes());
-            if want > headroom {
-                return Ok(None);
-            }
-            want.max(self.config.page_size.min(headroom))
-        };
-        let id = self.create_page(size)?;
-        Ok(Some((Loc::Page(id), FILE_HEADER_LEN)))
-    }
-
-    fn create_page(&mut self, size: u64) -> Result<u64, GcacheError> {
-        let id = self.next_page_id;
-        let path = self.config.dir.join(format!("{PAGE_FILE_PREFIX}{id:06}"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| GcacheError::io(&path, e))?;
-        let header = FileHeader {
-            history: self.history,
-            file_size: size,
-            page_id: id,
-        };
-        let prepared = file
-            .set_len(size)
-            .and_then(|()| file.write_all_at(&header.encode(PAGE_MAGIC), 0));
-        if let Err(e) = prepared {
-            drop(file);
-            let _ = fs::remove_file(&path);
-            return Err(GcacheError::io(&path, e));
-        }
-        self.next_page_id += 1;
-        if let Some(previous) = self.current_page.and_then(|id| self.pages.get_mut(&id)) {
-            previous.writer = None;
-        }
-        tracing::debug!(page = %path.display(), size, "gcache opened an overflow page");
-        self.pages.insert(
-            id,
-            Page {
-                path,
-                size,
-                used: FILE_HEADER_LEN,
-                live: 0,
-                max_seqno: Seqno::UNDEFINED,
-                writer: Some(file),
-            },
-        );
-        self.page_bytes += size;
-        self.current_page = Some(id);
-        Ok(id)
-    }
-
-    fn remove_page(&mut self, id: u64) -> Result<(), GcacheError> {
-        let page = self.pages.remove(&id).expect("removing a known page");
-        self.page_bytes -= page.size;
-        if self.current_page == Some(id) {
-            self.current_page = None;
-        }
-        drop(page.writer);
-        tracing::debug!(page = %page.path.display(), "gcache deleted an overflow page");
-        recovery::remove_file(&page.path)
-    }
-
-    /// Drops the oldest cached record.
-    fn purge_one(&mut self) -> Result<(), GcacheError> {
-        let entry = self.index.pop_front().expect("purging an empty cache");
-        let seqno = self.first;
-        self.first = seqno.next();
-        match entry.loc {
-            Loc::Ring => {
-                let tail = self.ring_q.pop_front();
-                assert_eq!(tail, Some(seqno), "ring records must be purged in order");
-                if self.ring_q.is_empty() {
-                    // Restarting at the front keeps the whole ring contiguous for big records.
-                    self.head = FILE_HEADER_LEN;
-                }
-            }
-            Loc::Page(id) => {
-                let page = self.pages.get_mut(&id).expect("record in a known page");
-                page.live -= 1;
-                if page.live == 0 {
-                    self.remove_page(id)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn purge_through(&mut self, seqno: Seqno) -> Result<(), GcacheError> {
-        while !self.index.is_empty() && self.first <= seqno {
-            self.purge_one()?;
-        }
-        Ok(())
-    }
-
-    /// Releases overflow pages that no retention rule needs any more, oldest first, down to
-    /// `keep_pages_size`. The page holding the newest record stays: releasing it would
-    /// empty the cache.
-    fn trim(&mut self) -> Result<(), GcacheError> {
-        let protection = self.protection();
-        let before = self.page_bytes;
-        while self.page_bytes > self.config.keep_pages_size {
-            let Some((&id, page)) = self.pages.first_key_value() else {
-                break;
-            };
-            let max = page.max_seqno;
-            if self.seqno_max().is_none_or(|newest| max >= newest) {
-                break;
-            }
-            if !protection.allows_purge(max) {
-                break;
-            }
-            self.purge_through(max)?;
-            assert!(
-                !self.pages.contains_key(&id),
-                "purging through a page's newest seqno must release it"
-            );
-        }
-        if self.page_bytes < before {
-            tracing::info!(
-                released_bytes = before - self.page_bytes,
-                pages = self.pages.len(),
-                disk_bytes = self.disk_bytes(),
-                seqno_min = self.seqno_min().map_or(-1, |s| s.0),
-                "gcache released overflow pages"
-            );
-        }
-        Ok(())
-    }
-
-    fn protection(&self) -> Protection {
-        let keep = self.config.keep_nanos();
-        let young = if keep == 0 {
-            None
-        } else {
-            let now = self.clock;
-            let old = self
-                .index
-                .partition_point(|e| e.timestamp.saturating_add(keep) <= now);
-            (old < self.index.len()).then(|| Seqno(self.first.0 + old as i64))
-        };
-        Protection {
-            freeze: self.freeze,
-            floor: self.floor,
-            young,
-        }
-    }
-
-    /// Sets `gcache.freeze_purge_at_seqno`. Lifting or lowering a freeze releases the
-    /// pages it was holding at once (see [`Gcache::disk_bytes`]).
-    pub fn set_freeze_purge(&mut self, freeze: FreezePurge) -> Result<(), GcacheError> {
-        self.freeze = match freeze {
-            FreezePurge::Off => None,
-            FreezePurge::At(seqno) => Some(seqno),
-            FreezePurge::Now => Some(self.seqno_min().or(self.next).unwrap_or(Seqno::ZERO)),
-        };
-        tracing::info!(
-            requested = %freeze,
-            effective = %self.freeze_purge(),
-            "gcache.freeze_purge_at_seqno set"
-        );
-        self.trim()
-    }
-
-    /// The effective freeze: `Off` or `At` (a `Now` reads back as the seqno it froze at).
-    pub fn freeze_purge(&self) -> FreezePurge {
-        self.freeze.map_or(FreezePurge::Off, FreezePurge::At)
-    }
-
-    /// Keeps every seqno from `floor` on (the replicator uses it for what a known-absent
-    /// member will need); `None` lifts it.
-    pub fn set_retention_floor(&mut self, floor: Option<Seqno>) -> Result<(), GcacheError> {
-        self.floor = floor;
-        self.trim()
-    }
-
-    /// The current retention floor.
-    pub fn retention_floor(&self) -> Option<Seqno> {
-        self.floor
-    }
-
-    /// Re-evaluates retention at `now_unix_nanos` (records age out of `keep_seconds` between
-    /// appends) and releases pages nothing needs any more.
-    pub fn release(&mut self, now_unix_nanos: u64) -> Result<(), GcacheError> {
-        self.clock = self.clock.max(now_unix_nanos);
-        self.trim()
-    }
-
-    /// Forgets everything and starts over for `history`; the next append may carry any
-    /// seqno. Used when a full state transfer moves the node to another history or
-    /// position. Freeze and retention floor settings are kept.
-    pub fn reset(&mut self, history: Uuid) -> Result<(), GcacheError> {
-        tracing::info!(
-            old_history = %self.history,
-            new_history = %history,
-            dropped_records = self.index.len(),
-            "gcache reset"
-        );
-        self.history = history;
-        self.seed = history_seed(history);
-        self.reinitialise()
-    }
-
-    /// Drops every record after `seqno`, so that the history can continue from `seqno + 1`
-    /// (a restarted node whose database is behind what it had cached). If nothing is
-    /// left, the next append may carry any seqno.
-    pub fn truncate_after(&mut self, seqno: Seqno) -> Result<(), GcacheError> {
-        let mut touched_pages = Vec::new();
-        let mut dropped = 0u64;
-        while self.seqno_max().is_some_and(|max| max > seqno) {
-            let entry = self.index.pop_back().expect("non-empty");
-            dropped += 1;
-            // Erase the magic, or a restart could resurrect the dropped record.
-            match entry.loc {
-                Loc::Ring => {
-                    self.ring
-                        .write_all_at(&[0u8; 4], entry.offset)
-                        .map_err(|e| GcacheError::io(&self.ring_path, e))?;
-                    self.ring_q.pop_back();
-                    self.head = match self.ring_q.back() {
-                        Some(newest) => {
-                            let e = self.entry(*newest).expect("ring record cached");
-                            e.offset + aligned_len(e.len)
-                        }
-                        None => FILE_HEADER_LEN,
-                    };
-                }
-                Loc::Page(id) => {
-                    let page = self.pages.get_mut(&id).expect("record in a known page");
-                    erase_magic(&page.path, entry.offset)?;
-                    page.live -= 1;
-                    if page.live == 0 {
-                        self.remove_page(id)?;
-                    } else {
-                        touched_pages.push(id);
-                    }
-                }
-            }
-        }
-        for id in touched_pages {
-            if let Some(max) = self.newest_in_page(id) {
-                if let Some(page) = self.pages.get_mut(&id) {
-                    page.max_seqno = max;
-                }
-            }
-        }
-        if dropped > 0 && self.index.is_empty() {
-            // Older purged records may still verify on disk; with nothing left to anchor
-            // the run, a restart could mistake them for the newest history.
-            self.reinitialise()?;
-        }
-        if dropped > 0 {
-            self.next = self.seqno_max().map(Seqno::next);
-            tracing::info!(
-                after = seqno.0,
-                dropped,
-                "gcache dropped records past a seqno"
-            );
-        } else if self.index.is_empty() {
-            self.next = None;
-        }
-        Ok(())
     }
 
     fn newest_in_page(&self, id: u64) -> Option<Seqno> {
@@ -941,41 +558,6 @@ impl Gcache {
         }
     }
 
-    /// Reads one record, verifying its checksum; `None` if it is not cached.
-    pub fn get(&self, seqno: Seqno) -> Result<Option<Record>, GcacheError> {
-        let Some(entry) = self.entry(seqno) else {
-            return Ok(None);
-        };
-        match entry.loc {
-            Loc::Ring => read_record(&self.ring, &self.ring_path, self.seed, seqno, entry),
-            Loc::Page(id) => {
-                let path = &self.pages[&id].path;
-                let file = File::open(path).map_err(|e| GcacheError::io(path, e))?;
-                read_record(&file, path, self.seed, seqno, entry)
-            }
-        }
-        .map(Some)
-    }
-
-    /// Reads `from..=to` one record at a time, each verified on read. Fails at once if the
-    /// range is not fully cached; the iterator stops after the first error it yields.
-    pub fn read_range(&self, from: Seqno, to: Seqno) -> Result<RangeReader<'_>, GcacheError> {
-        if !self.contains_range(from, to) {
-            let held = match (self.seqno_min(), self.seqno_max()) {
-                (Some(min), Some(max)) => format!("{min}..={max}"),
-                _ => "nothing".to_owned(),
-            };
-            return Err(GcacheError::NotCached { from, to, held });
-        }
-        Ok(RangeReader {
-            cache: self,
-            next: from,
-            to,
-            page: None,
-            failed: false,
-        })
-    }
-
     /// Checks the structural invariants; cheap enough to run after recovery.
     fn check_invariants(&self) {
         assert!(self
@@ -1008,71 +590,6 @@ impl Gcache {
     }
 }
 
-/// Streams a cached range; see [`Gcache::read_range`].
-pub struct RangeReader<'a> {
-    cache: &'a Gcache,
-    next: Seqno,
-    to: Seqno,
-    /// The last page file opened, reused while consecutive records come from it.
-    page: Option<(u64, File)>,
-    failed: bool,
-}
-
-impl fmt::Debug for RangeReader<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RangeReader")
-            .field("next", &self.next)
-            .field("to", &self.to)
-            .finish()
-    }
-}
-
-impl RangeReader<'_> {
-    fn read(&mut self, seqno: Seqno) -> Result<Record, GcacheError> {
-        let cache = self.cache;
-        let entry = cache
-            .entry(seqno)
-            .expect("the range was checked and the cache is borrowed");
-        match entry.loc {
-            Loc::Ring => read_record(&cache.ring, &cache.ring_path, cache.seed, seqno, entry),
-            Loc::Page(id) => {
-                let path = &cache.pages[&id].path;
-                if self.page.as_ref().is_none_or(|(open, _)| *open != id) {
-                    let file = File::open(path).map_err(|e| GcacheError::io(path, e))?;
-                    self.page = Some((id, file));
-                }
-                let (_, file) = self.page.as_ref().expect("just opened");
-                read_record(file, path, cache.seed, seqno, entry)
-            }
-        }
-    }
-}
-
-impl Iterator for RangeReader<'_> {
-    type Item = Result<Record, GcacheError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.next > self.to {
-            return None;
-        }
-        let seqno = self.next;
-        let result = self.read(seqno);
-        match result {
-            Ok(_) => self.next = seqno.next(),
-            Err(_) => self.failed = true,
-        }
-        Some(result)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.failed || self.next > self.to {
-            return (0, Some(0));
-        }
-        let left = usize::try_from(self.to.0 - self.next.0 + 1).unwrap_or(usize::MAX);
-        (0, Some(left))
-    }
-}
-
 fn erase_magic(path: &Path, offset: u64) -> Result<(), GcacheError> {
     let file = OpenOptions::new()
         .write(true)
@@ -1080,60 +597,6 @@ fn erase_magic(path: &Path, offset: u64) -> Result<(), GcacheError> {
         .map_err(|e| GcacheError::io(path, e))?;
     file.write_all_at(&[0u8; 4], offset)
         .map_err(|e| GcacheError::io(path, e))
-}
-
-/// Reads and verifies the record the index says is at `entry`.
-fn read_record(
-    file: &File,
-    path: &Path,
-    seed: u32,
-    seqno: Seqno,
-    entry: &Entry,
-) -> Result<Record, GcacheError> {
-    let corrupt = |reason: String| {
-        tracing::warn!(seqno = seqno.0, file = %path.display(), %reason, "gcache read a corrupt record");
-        GcacheError::Corrupt { seqno, reason }
-    };
-    let mut buf = vec![0u8; RECORD_HEADER_LEN + entry.len as usize];
-    if let Err(e) = file.read_exact_at(&mut buf, entry.offset) {
-        return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
-            corrupt("record extends past the end of its file".to_owned())
-        } else {
-            GcacheError::io(path, e)
-        });
-    }
-    let Some(header) = RecordHeader::parse(&buf) else {
-        return Err(corrupt(format!(
-            "no record header at offset {}",
-            entry.offset
-        )));
-    };
-    if header.seqno != seqno {
-        return Err(corrupt(format!(
-            "found seqno {} where {seqno} was written",
-            header.seqno
-        )));
-    }
-    if header.payload_len != entry.len {
-        return Err(corrupt(format!(
-            "length {} where {} was written",
-            header.payload_len, entry.len
-        )));
-    }
-    let computed = record_crc(seed, &buf, &buf[RECORD_HEADER_LEN..]);
-    if computed != header.crc {
-        return Err(corrupt(format!(
-            "checksum mismatch (stored {:08x}, computed {computed:08x})",
-            header.crc
-        )));
-    }
-    buf.drain(..RECORD_HEADER_LEN);
-    Ok(Record {
-        seqno,
-        kind: header.kind,
-        payload: buf,
-        timestamp: header.timestamp,
-    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::{self, File};
 use std::io;
+use std::ops::RangeInclusive;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -192,33 +193,116 @@ pub(crate) fn recover(
     let start = FILE_HEADER_LEN;
     let ring_scan =
         scan(ring.file, start, ring.scan_end, seed).map_err(|e| GcacheError::io(ring.path, e))?;
-
-    let mut candidates: BTreeMap<i64, (Loc, Found)> = BTreeMap::new();
-    let mut duplicates: BTreeSet<i64> = BTreeSet::new();
-    let mut add = |loc: Loc, found: Found| {
-        if candidates.insert(found.seqno.0, (loc, found)).is_some() {
-            duplicates.insert(found.seqno.0);
-        }
-    };
+    let pages = scan_pages(dir, history, seed)?;
+    let mut candidates = Candidates::default();
     for found in &ring_scan.found {
-        add(Loc::Ring, *found);
+        candidates.add(Loc::Ring, *found);
     }
+    for (id, found) in &pages.found {
+        candidates.add(Loc::Page(*id), *found);
+    }
+    // A seqno found twice cannot be trusted either way (one copy may be a leftover the
+    // truncation did not manage to erase), so it breaks the run like a missing one.
+    for seqno in &candidates.duplicates {
+        candidates.by_seqno.remove(seqno);
+    }
+    let duplicates = candidates.duplicates.len();
+    let total_valid = ring_scan.found.len() + pages.found.len();
 
-    let mut page_files: BTreeMap<u64, (PathBuf, u64)> = BTreeMap::new();
-    let mut page_bad = 0usize;
-    let mut page_found = 0usize;
-    let mut pages_rejected = 0usize;
+    let mut out = Recovered {
+        head: start,
+        next_page_id: pages.next_page_id,
+        ..Recovered::default()
+    };
+    let Some(&hi) = candidates.by_seqno.keys().next_back() else {
+        log_outcome(&Outcome {
+            run: None,
+            ring_records: 0,
+            page_records: 0,
+            older_leftovers: total_valid.saturating_sub(2 * duplicates),
+            overwritten: ring_scan.bad.len(),
+            corrupt: pages.bad,
+            duplicates,
+            layout_cut: 0,
+            pages_rejected: pages.rejected,
+            pages_unused: delete_unused_pages(&pages.files, &out.pages)?,
+        });
+        return Ok(out);
+    };
+    let mut lo = hi;
+    while lo > 0 && candidates.by_seqno.contains_key(&(lo - 1)) {
+        lo -= 1;
+    }
+    let layout = cut_to_ring_layout(&candidates.by_seqno, lo..=hi, ring.ring_end);
+    let lo = layout.lo;
+    out.head = layout.head.unwrap_or(start);
+    let built = build_index(&candidates.by_seqno, lo..=hi, &pages.files, &mut out);
+    if out.ring_q.is_empty() {
+        out.head = start;
+    }
+    let (overwritten, ring_corrupt) = classify_bad(&ring_scan.bad, built.run_extents);
+
+    let in_run = out.index.len();
+    log_outcome(&Outcome {
+        run: Some((Seqno(lo), Seqno(hi))),
+        ring_records: built.ring_records,
+        page_records: built.page_records,
+        older_leftovers: total_valid.saturating_sub(in_run + layout.cut + 2 * duplicates),
+        overwritten,
+        corrupt: ring_corrupt + pages.bad,
+        duplicates,
+        layout_cut: layout.cut,
+        pages_rejected: pages.rejected,
+        pages_unused: delete_unused_pages(&pages.files, &out.pages)?,
+    });
+    Ok(out)
+}
+
+/// Every verified record found, by seqno, with where it was found.
+#[derive(Default)]
+struct Candidates {
+    by_seqno: BTreeMap<i64, (Loc, Found)>,
+    /// Seqnos found more than once.
+    duplicates: BTreeSet<i64>,
+}
+
+impl Candidates {
+    fn add(&mut self, loc: Loc, found: Found) {
+        if self.by_seqno.insert(found.seqno.0, (loc, found)).is_some() {
+            self.duplicates.insert(found.seqno.0);
+        }
+    }
+}
+
+/// What the scan of the overflow pages found.
+struct PageScan {
+    /// Usable page files by id: path and length.
+    files: BTreeMap<u64, (PathBuf, u64)>,
+    /// Verified records, with their page.
+    found: Vec<(u64, Found)>,
+    /// Record magics whose record did not verify.
+    bad: usize,
+    /// Page files discarded for an unusable header (and deleted).
+    rejected: usize,
+    next_page_id: u64,
+}
+
+/// Scans every page file in `dir`; a page whose header is unusable is deleted.
+fn scan_pages(dir: &Path, history: Uuid, seed: u32) -> Result<PageScan, GcacheError> {
     let listed = list_pages(dir)?;
-    let next_page_id = listed.last().map_or(0, |(id, _)| id + 1);
+    let mut pages = PageScan {
+        files: BTreeMap::new(),
+        found: Vec::new(),
+        bad: 0,
+        rejected: 0,
+        next_page_id: listed.last().map_or(0, |(id, _)| id + 1),
+    };
     for (id, path) in listed {
         match scan_page(&path, id, history, seed) {
             Ok((scan, len)) => {
-                page_bad += scan.bad.len();
-                page_found += scan.found.len();
-                for found in scan.found {
-                    add(Loc::Page(id), found);
-                }
-                page_files.insert(id, (path, len));
+                pages.bad += scan.bad.len();
+                pages.found.extend(scan.found.into_iter().map(|f| (id, f)));
+                pages.files.insert(id, (path, len));
             }
             Err(reason) => {
                 tracing::warn!(
@@ -226,85 +310,91 @@ pub(crate) fn recover(
                     %reason,
                     "gcache discarding overflow page with an unusable header"
                 );
-                pages_rejected += 1;
+                pages.rejected += 1;
                 remove_file(&path)?;
             }
         }
     }
+    Ok(pages)
+}
 
-    // A seqno found twice cannot be trusted either way (one copy may be a leftover the
-    // truncation did not manage to erase), so it breaks the run like a missing one.
-    for seqno in &duplicates {
-        candidates.remove(seqno);
-    }
-    let total_valid = ring_scan.found.len() + page_found;
+/// The run cut to the ring layout an append sequence leaves behind.
+struct RingLayout {
+    /// The run's new lowest seqno.
+    lo: i64,
+    /// Records cut from the bottom of the run.
+    cut: usize,
+    /// Offset right after the newest ring record, if the run has one.
+    head: Option<u64>,
+}
 
-    let mut out = Recovered {
-        head: start,
-        next_page_id,
-        ..Recovered::default()
+/// The run's ring records must fit the shape an append sequence leaves behind: walking
+/// from newest to oldest, offsets go down, wrap at most once to the end of the ring, and
+/// never reach back into the region the newest records occupy. Anything older than the
+/// first record that breaks this shape is dropped.
+fn cut_to_ring_layout(
+    candidates: &BTreeMap<i64, (Loc, Found)>,
+    run: RangeInclusive<i64>,
+    ring_end: u64,
+) -> RingLayout {
+    let mut layout = RingLayout {
+        lo: *run.start(),
+        cut: 0,
+        head: None,
     };
-    let Some(&hi) = candidates.keys().next_back() else {
-        log_outcome(&Outcome {
-            run: None,
-            ring_records: 0,
-            page_records: 0,
-            older_leftovers: total_valid.saturating_sub(2 * duplicates.len()),
-            overwritten: ring_scan.bad.len(),
-            corrupt: page_bad,
-            duplicates: duplicates.len(),
-            layout_cut: 0,
-            pages_rejected,
-            pages_unused: delete_unused_pages(&page_files, &out.pages)?,
-        });
-        return Ok(out);
-    };
-    let mut lo = hi;
-    while lo > 0 && candidates.contains_key(&(lo - 1)) {
-        lo -= 1;
-    }
-
-    // The run's ring records must fit the shape an append sequence leaves behind: walking
-    // from newest to oldest, offsets go down, wrap at most once to the end of the ring, and
-    // never reach back into the region the newest records occupy. Anything older than the
-    // first record that breaks this shape is dropped.
-    let mut layout_cut = 0usize;
-    let mut head: Option<u64> = None;
     let mut low = 0u64;
     let mut wrapped = false;
-    for (&seqno, (loc, found)) in candidates.range(lo..=hi).rev() {
+    for (&seqno, (loc, found)) in candidates.range(run).rev() {
         if *loc != Loc::Ring {
             continue;
         }
         let end = found.offset + aligned_len(found.payload_len);
-        let Some(head) = head else {
-            head = Some(end);
+        let Some(head) = layout.head else {
+            layout.head = Some(end);
             low = found.offset;
             continue;
         };
         let fits = if !wrapped && end <= low {
             true
-        } else if end <= ring.ring_end && found.offset >= head && (!wrapped || end <= low) {
+        } else if end <= ring_end && found.offset >= head && (!wrapped || end <= low) {
             wrapped = true;
             true
         } else {
             false
         };
         if !fits {
-            layout_cut = (seqno - lo + 1) as usize;
-            lo = seqno + 1;
+            layout.cut = (seqno - layout.lo + 1) as usize;
+            layout.lo = seqno + 1;
             break;
         }
         low = found.offset;
     }
-    out.head = head.unwrap_or(start);
+    layout
+}
 
+/// What building the index from the run found.
+struct BuiltIndex {
+    ring_records: usize,
+    page_records: usize,
+    /// The ring extents the run's records occupy.
+    run_extents: Vec<(u64, u64)>,
+}
+
+/// Fills `out`'s index, ring queue and pages from the records of `run`.
+fn build_index(
+    candidates: &BTreeMap<i64, (Loc, Found)>,
+    run: RangeInclusive<i64>,
+    page_files: &BTreeMap<u64, (PathBuf, u64)>,
+    out: &mut Recovered,
+) -> BuiltIndex {
+    let mut built = BuiltIndex {
+        ring_records: 0,
+        page_records: 0,
+        run_extents: Vec::new(),
+    };
     let mut last_ts = 0u64;
-    let mut ring_records = 0usize;
-    let mut page_records = 0usize;
-    let mut run_extents: Vec<(u64, u64)> = Vec::new();
-    out.first = Seqno(lo);
-    for (&seqno, (loc, found)) in candidates.range(lo..=hi) {
+    out.first = Seqno(*run.start());
+    for (&seqno, (loc, found)) in candidates.range(run) {
         // Appends store non-decreasing timestamps; clamping keeps the index sorted (which
         // the keep_seconds search relies on) even if a clock step slipped through.
         last_ts = last_ts.max(found.timestamp);
@@ -316,12 +406,13 @@ pub(crate) fn recover(
         });
         match loc {
             Loc::Ring => {
-                ring_records += 1;
+                built.ring_records += 1;
                 out.ring_q.push_back(Seqno(seqno));
-                run_extents.push((found.offset, found.offset + aligned_len(found.payload_len)));
+                let end = found.offset + aligned_len(found.payload_len);
+                built.run_extents.push((found.offset, end));
             }
             Loc::Page(id) => {
-                page_records += 1;
+                built.page_records += 1;
                 let (path, len) = &page_files[id];
                 let page = out.pages.entry(*id).or_insert_with(|| Page {
                     path: path.clone(),
@@ -336,40 +427,25 @@ pub(crate) fn recover(
             }
         }
     }
-    if out.ring_q.is_empty() {
-        out.head = start;
-    }
+    built
+}
 
-    // A damaged header overlapping a record of the run was simply overwritten by that newer
-    // record (normal ring reuse); one that overlaps nothing live is real damage or a torn
-    // last write.
+/// Splits the ring's bad records into (overwritten, corrupt). A damaged header overlapping
+/// a record of the run was simply overwritten by that newer record (normal ring reuse); one
+/// that overlaps nothing live is real damage or a torn last write.
+fn classify_bad(bad: &[Bad], mut run_extents: Vec<(u64, u64)>) -> (usize, usize) {
     run_extents.sort_unstable();
-    let (overwritten, ring_corrupt) = ring_scan.bad.iter().fold((0, 0), |(ow, co), bad| {
+    bad.iter().fold((0, 0), |(overwritten, corrupt), bad| {
         let next = run_extents.partition_point(|(_, end)| *end <= bad.offset);
         let overlaps = run_extents
             .get(next)
             .is_some_and(|(offset, _)| *offset < bad.claimed_end);
         if overlaps {
-            (ow + 1, co)
+            (overwritten + 1, corrupt)
         } else {
-            (ow, co + 1)
+            (overwritten, corrupt + 1)
         }
-    });
-
-    let in_run = out.index.len();
-    log_outcome(&Outcome {
-        run: Some((Seqno(lo), Seqno(hi))),
-        ring_records,
-        page_records,
-        older_leftovers: total_valid.saturating_sub(in_run + layout_cut + 2 * duplicates.len()),
-        overwritten,
-        corrupt: ring_corrupt + page_bad,
-        duplicates: duplicates.len(),
-        layout_cut,
-        pages_rejected,
-        pages_unused: delete_unused_pages(&page_files, &out.pages)?,
-    });
-    Ok(out)
+    })
 }
 
 fn delete_unused_pages(

@@ -2,7 +2,7 @@
 //! joins by state transfer or comes back as the member it was, and a crash, which loses the
 //! process and may tear or flip the gcache records it was writing.
 
-use base::{seeded_rng, Gtid, Seqno};
+use base::{seeded_rng, Gtid, SeededRng, Seqno};
 use engine::memory_store::CrashDamage;
 use engine::{ActionCache, ConnectionStart, EngineConfig, NodeEngine};
 use group::{Contact, GroupNode};
@@ -32,16 +32,23 @@ impl Simulation {
         self.pump(0).expect("the founder starts cleanly");
     }
 
-    /// Starts a process on `slot` that joins through the other slots: as the member it
-    /// was, when its saved membership says it was one of a component of two, else as a new
-    /// member with the position its database recovers.
-    pub(crate) fn start_node(&mut self, slot: usize) {
+    /// What a member on `slot` reaches the group with: a random stream of its own, the
+    /// other slots as seeds, and its name and address.
+    fn group_contact(&mut self, slot: usize) -> (SeededRng, Vec<String>, Contact) {
         let rng = seeded_rng(self.rng.gen());
         let seeds: Vec<String> = (0..self.nodes.len())
             .filter(|s| *s != slot)
             .map(SimNode::address)
             .collect();
         let contact = Contact::new(&format!("node{slot}"), &SimNode::address(slot));
+        (rng, seeds, contact)
+    }
+
+    /// Starts a process on `slot` that joins through the other slots: as the member it
+    /// was, when its saved membership says it was one of a component of two, else as a new
+    /// member with the position its database recovers.
+    pub(crate) fn start_node(&mut self, slot: usize) {
+        let (rng, seeds, contact) = self.group_contact(slot);
         let now = self.now();
         let node = &mut self.nodes[slot];
         node.disk.db.roll_back_uncommitted();
@@ -141,12 +148,7 @@ impl Simulation {
 
     /// Second half: the same server connects again as a new member, with its own position.
     pub(crate) fn connect_at_runtime(&mut self, slot: usize, incarnation: u64) {
-        let rng = seeded_rng(self.rng.gen());
-        let seeds: Vec<String> = (0..self.nodes.len())
-            .filter(|s| *s != slot)
-            .map(SimNode::address)
-            .collect();
-        let contact = Contact::new(&format!("node{slot}"), &SimNode::address(slot));
+        let (rng, seeds, contact) = self.group_contact(slot);
         let now = self.now();
         let node = &mut self.nodes[slot];
         let db = &node.disk.db;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use sim::{run_seed, SimOptions};
+use sim::{run_seed, SimOptions, SimReport};
 
 /// Deterministic simulation of a Trireme cluster.
 #[derive(Parser)]
@@ -49,6 +49,64 @@ fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
     }
 }
 
+/// What the passing seeds did, added up for the summary.
+#[derive(Default)]
+struct Totals {
+    committed: i64,
+    acknowledged: u64,
+    causal_reads: u64,
+    joins_by_ist: u64,
+    joins_by_sst: u64,
+    crashes: u64,
+    fragments: u64,
+    replays: u64,
+    refused: u64,
+    /// Mark -> (hits, seeds that hit it).
+    marks: BTreeMap<&'static str, (u64, u64)>,
+}
+
+impl Totals {
+    fn add(&mut self, report: &SimReport) {
+        self.committed += report.committed;
+        self.acknowledged += report.acknowledged;
+        self.causal_reads += report.causal_reads;
+        self.joins_by_ist += report.joins_by_ist;
+        self.joins_by_sst += report.joins_by_sst;
+        self.crashes += report.crashes;
+        self.fragments += report.fragments;
+        self.replays += report.replays;
+        self.refused += report.refused_damaged + report.refused_forgeries + report.refused_streams;
+        for (mark, hits) in &report.marks {
+            let entry = self.marks.entry(mark).or_default();
+            entry.0 += hits;
+            entry.1 += 1;
+        }
+    }
+
+    fn print(&self, seeds: u64, seconds: f64, with_marks: bool) {
+        println!(
+            "sim: {seeds} seeds, {} seqnos committed, {} client commits acknowledged, {} \
+             causal reads checked, {} joins by IST and {} by SST, {} crashes, {} streaming \
+             fragments, {} replays, {} bad messages or streams refused, {} marks hit, {seconds:.1} s",
+            self.committed,
+            self.acknowledged,
+            self.causal_reads,
+            self.joins_by_ist,
+            self.joins_by_sst,
+            self.crashes,
+            self.fragments,
+            self.replays,
+            self.refused,
+            self.marks.len(),
+        );
+        if with_marks {
+            for (mark, (hits, seeds_hit)) in &self.marks {
+                println!("sim: mark {mark}: {hits} hits in {seeds_hit} seeds");
+            }
+        }
+    }
+}
+
 #[allow(clippy::disallowed_methods)] // Wall time of the whole sweep, for the summary only.
 fn main() -> ExitCode {
     let arguments = Arguments::parse();
@@ -71,25 +129,12 @@ fn main() -> ExitCode {
     }
     let started = Instant::now();
     let mut failed = 0u64;
-    let mut committed = 0i64;
-    let mut causal_reads = 0u64;
-    let mut transfers = 0u64;
-    let mut crashes = 0u64;
-    // Mark -> (hits, seeds that hit it).
-    let mut marks: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+    let mut totals = Totals::default();
     let count = seeds.end - seeds.start;
     for seed in seeds {
         match run_seed(seed, &options) {
             Ok(report) => {
-                committed += report.committed;
-                causal_reads += report.causal_reads;
-                transfers += report.transfers();
-                crashes += report.crashes;
-                for (mark, hits) in &report.marks {
-                    let entry = marks.entry(mark).or_default();
-                    entry.0 += hits;
-                    entry.1 += 1;
-                }
+                totals.add(&report);
                 if arguments.verbose {
                     println!("seed {seed}: ok {report:?}");
                 }
@@ -105,17 +150,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    println!(
-        "sim: {count} seeds, {committed} seqnos committed, {causal_reads} causal reads \
-         checked, {transfers} state transfers, {crashes} crashes, {} marks hit, {:.1} s",
-        marks.len(),
-        started.elapsed().as_secs_f64()
-    );
-    if arguments.marks {
-        for (mark, (hits, seeds_hit)) in &marks {
-            println!("sim: mark {mark}: {hits} hits in {seeds_hit} seeds");
-        }
-    }
+    totals.print(count, started.elapsed().as_secs_f64(), arguments.marks);
     println!("sim: {} passed, {failed} failed", count - failed);
     if failed == 0 {
         ExitCode::SUCCESS

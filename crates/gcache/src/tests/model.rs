@@ -135,6 +135,45 @@ fn check(cache: &Gcache, model: &Model, setup: &Setup) -> Result<(), TestCaseErr
     Ok(())
 }
 
+/// One append, checked against the model as it goes.
+fn append(
+    cache: &mut Gcache,
+    model: &mut Model,
+    setup: &Setup,
+    len: usize,
+    advance_ms: u64,
+) -> Result<(), TestCaseError> {
+    model.now += advance_ms * 1_000_000;
+    let seqno = model.last().map_or(model.first, |l| l + 1);
+    let dropped_before = cache.status().protected_dropped;
+    cache
+        .append(
+            Seqno(seqno),
+            (seqno % 3) as u8,
+            &payload(seqno, len),
+            model.now,
+        )
+        .expect("append");
+    model.records.push((len, model.now));
+    if cache.status().protected_dropped > dropped_before || cache.is_empty() {
+        // Forced out by the cap (or not cacheable at all): what is gone can
+        // no longer be demanded.
+        model.forced_up_to = cache.seqno_min().map_or(seqno, |m| m.0 - 1);
+    }
+    let protected = model.freeze.is_some() || model.floor.is_some();
+    if !protected && setup.keep_seconds == 0 && setup.keep_pages_size == 0 {
+        prop_assert!(
+            cache.status().page_count <= 1,
+            "pages linger without retention: {:?}",
+            cache.status()
+        );
+        if len < 60_000 {
+            prop_assert_eq!(cache.status().page_count, 0);
+        }
+    }
+    Ok(())
+}
+
 fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = configure(dir.path(), &setup);
@@ -150,34 +189,7 @@ fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
     for op in ops {
         match op {
             Op::Append { len, advance_ms } => {
-                model.now += advance_ms * 1_000_000;
-                let seqno = model.last().map_or(model.first, |l| l + 1);
-                let dropped_before = cache.status().protected_dropped;
-                cache
-                    .append(
-                        Seqno(seqno),
-                        (seqno % 3) as u8,
-                        &payload(seqno, len),
-                        model.now,
-                    )
-                    .expect("append");
-                model.records.push((len, model.now));
-                if cache.status().protected_dropped > dropped_before || cache.is_empty() {
-                    // Forced out by the cap (or not cacheable at all): what is gone can
-                    // no longer be demanded.
-                    model.forced_up_to = cache.seqno_min().map_or(seqno, |m| m.0 - 1);
-                }
-                let protected = model.freeze.is_some() || model.floor.is_some();
-                if !protected && setup.keep_seconds == 0 && setup.keep_pages_size == 0 {
-                    prop_assert!(
-                        cache.status().page_count <= 1,
-                        "pages linger without retention: {:?}",
-                        cache.status()
-                    );
-                    if len < 60_000 {
-                        prop_assert_eq!(cache.status().page_count, 0);
-                    }
-                }
+                append(&mut cache, &mut model, &setup, len, advance_ms)?
             }
             Op::FreezeAt { back } => {
                 let at = model.last().map_or(0, |l| (l - back).max(0));
