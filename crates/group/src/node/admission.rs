@@ -2,12 +2,15 @@
 //! member replaced by its own restart), the welcome with the group's addresses, and a
 //! member evicted that asks to come back.
 
+use std::collections::BTreeMap;
+
 use super::controls::is_due;
 use super::delivery::{Outgoing, View};
 use super::membership::ConfOp;
 use super::receive::ReceiveError;
 use super::start::{check_identity, join_request};
 use super::GroupNode;
+use crate::admission::ChallengeKey;
 use crate::state::MemberInfo;
 use crate::wire;
 use crate::wire::WireMessage;
@@ -30,6 +33,36 @@ pub(super) const MEMBER_FIELD_BYTES_MAX: usize = 1024;
 /// half a second). A restarted process waits that long; a forged join while the member
 /// lives is refused.
 const REPLACE_SILENCE_ELECTIONS: u64 = 5;
+
+/// The join handshake: this node's own way in, and the leader's proof of joiners' addresses.
+pub(super) struct Admission {
+    /// The addresses this node joins through.
+    pub(super) seeds: Vec<String>,
+    /// Addresses of nodes that are not (or not yet) in the group's members.
+    pub(super) known_addresses: BTreeMap<u64, String>,
+    /// When this joiner last asked to join.
+    pub(super) last_join_tick: Option<u64>,
+    /// Joining only: the last challenge received, sent back with the next join request.
+    pub(super) join_proof: Option<u64>,
+    /// Leader only: the key of the challenges that prove a joiner's address.
+    pub(super) challenge_key: ChallengeKey,
+    /// Until this tick a member restarted under its saved identity waits to be brought
+    /// back without campaigning (see [`GroupNode::come_back`]).
+    pub(super) returning_until: Option<u64>,
+}
+
+impl Admission {
+    pub(super) fn new(challenge_key: ChallengeKey) -> Admission {
+        Admission {
+            seeds: Vec::new(),
+            known_addresses: BTreeMap::new(),
+            last_join_tick: None,
+            join_proof: None,
+            challenge_key,
+            returning_until: None,
+        }
+    }
+}
 
 impl GroupNode {
     pub(super) fn receive_join(
@@ -79,7 +112,7 @@ impl GroupNode {
         {
             return Err("the UUID of a member");
         }
-        let queued = self.conf_queue.iter().filter_map(|op| match op {
+        let queued = self.roster.conf_queue.iter().filter_map(|op| match op {
             ConfOp::Add(queued) => Some(queued.raft_id),
             ConfOp::Remove(_) => None,
         });
@@ -94,6 +127,7 @@ impl GroupNode {
         }
         let replaced = self.replaced_by(&info)?;
         let unheard = self
+            .roster
             .unheard
             .iter()
             .any(|id| *id != self.me.raft_id && !replaced.contains(id));
@@ -101,7 +135,7 @@ impl GroupNode {
             base::mark!("group.join_put_off_for_an_unheard_member");
             return Err("a member admitted earlier has not been heard from yet");
         }
-        let challenge = self.challenge_key.challenge(&info);
+        let challenge = self.admission.challenge_key.challenge(&info);
         if proof != Some(challenge) {
             self.send_welcome(info.raft_id, info.address.clone());
             let message = WireMessage::Challenge(challenge);
@@ -119,7 +153,7 @@ impl GroupNode {
         }
         self.remember_address(info.raft_id, info.address.clone());
         self.send_welcome(info.raft_id, info.address.clone());
-        self.conf_queue.push_back(ConfOp::Add(info));
+        self.roster.conf_queue.push_back(ConfOp::Add(info));
         Ok(())
     }
 
@@ -163,7 +197,8 @@ impl GroupNode {
     /// timeouts (a member without a record was just added: its clock starts now).
     pub(super) fn silent_for(&self, id: u64, elections: u64) -> bool {
         let silence = elections * self.config.election_ticks as u64;
-        self.last_heard
+        self.roster
+            .last_heard
             .get(&id)
             .is_some_and(|heard| self.tick.saturating_sub(*heard) > silence)
     }
@@ -208,11 +243,11 @@ impl GroupNode {
 
     /// Records where a non-member listens, forgetting another entry when the map is full.
     fn remember_address(&mut self, raft_id: u64, address: String) {
-        let full = self.known_addresses.len() >= KNOWN_ADDRESSES_MAX;
-        if full && !self.known_addresses.contains_key(&raft_id) {
-            self.known_addresses.pop_first();
+        let full = self.admission.known_addresses.len() >= KNOWN_ADDRESSES_MAX;
+        if full && !self.admission.known_addresses.contains_key(&raft_id) {
+            self.admission.known_addresses.pop_first();
         }
-        self.known_addresses.insert(raft_id, address);
+        self.admission.known_addresses.insert(raft_id, address);
     }
 
     pub(super) fn address_of(&self, raft_id: u64) -> Option<String> {
@@ -223,9 +258,10 @@ impl GroupNode {
             .members
             .get(&raft_id)
             .map(|m| m.info.address.clone())
-            .or_else(|| self.known_addresses.get(&raft_id).cloned())
+            .or_else(|| self.admission.known_addresses.get(&raft_id).cloned())
             .or_else(|| {
-                self.departed
+                self.roster
+                    .departed
                     .iter()
                     .find(|i| i.raft_id == raft_id)
                     .map(|i| i.address.clone())
@@ -235,16 +271,21 @@ impl GroupNode {
     pub(super) fn request_join(&mut self) {
         // An evicted member starts over with a new identity at the end of this poll: a join
         // in the old one's name would bring a member back that nobody will answer for.
-        if self.member || self.closed || self.rejoin_due || self.returning_until.is_some() {
+        if self.member || self.closed || self.rejoin_due || self.admission.returning_until.is_some()
+        {
             return;
         }
-        if !is_due(self.last_join_tick, self.tick, self.config.join_retry_ticks) {
+        if !is_due(
+            self.admission.last_join_tick,
+            self.tick,
+            self.config.join_retry_ticks,
+        ) {
             return;
         }
-        self.last_join_tick = Some(self.tick);
-        let request = join_request(self.me.clone(), self.join_proof);
+        self.admission.last_join_tick = Some(self.tick);
+        let request = join_request(self.me.clone(), self.admission.join_proof);
         let bytes = wire::encode(self.me.raft_id, &request);
-        for seed in &self.seeds {
+        for seed in &self.admission.seeds {
             if *seed != self.me.address {
                 self.outbox.push(Outgoing {
                     to_raft_id: None,
@@ -276,7 +317,7 @@ impl GroupNode {
             .values()
             .map(|m| m.info.address.clone())
             .collect();
-        seeds.extend(self.seeds.iter().cloned());
+        seeds.extend(self.admission.seeds.iter().cloned());
         seeds.sort();
         seeds.dedup();
         let rng = self.rng.clone();
@@ -287,7 +328,7 @@ impl GroupNode {
         // before the new one is admitted, so the UUID is never held twice.
         fresh.me.uuid = self.me.uuid;
         fresh.tick = self.tick;
-        fresh.flow = std::mem::take(&mut self.flow);
+        fresh.flow.counters = std::mem::take(&mut self.flow.counters);
         fresh.deliveries = std::mem::take(&mut self.deliveries);
         fresh.outbox = std::mem::take(&mut self.outbox);
         fresh.last_delivered = self.last_delivered;

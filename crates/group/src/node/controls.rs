@@ -59,16 +59,16 @@ impl GroupNode {
         let may_pause = self.local_state.may_send_flow_control();
         let members = self.state.members.len();
         if may_pause
-            && !self.stop_wanted
-            && self.apply_queue_len > self.config.fc_stop_above(members)
+            && !self.flow.stop_wanted
+            && self.flow.apply_queue_len > self.config.fc_stop_above(members)
         {
-            self.stop_wanted = true;
-            self.flow.sent += 1;
-        } else if self.stop_wanted
-            && (!may_pause || self.apply_queue_len <= self.config.fc_resume_at(members))
+            self.flow.stop_wanted = true;
+            self.flow.counters.sent += 1;
+        } else if self.flow.stop_wanted
+            && (!may_pause || self.flow.apply_queue_len <= self.config.fc_resume_at(members))
         {
-            self.stop_wanted = false;
-            self.flow.sent += 1;
+            self.flow.stop_wanted = false;
+            self.flow.counters.sent += 1;
         }
         let me = self.me.raft_id;
         let Some(record) = self.state.members.get(&me) else {
@@ -84,8 +84,10 @@ impl GroupNode {
             wanted.push(Control::State(me, self.local_state));
         }
         let stopped = self.state.paused_by.contains(&me);
-        if self.stop_wanted != stopped && self.pacing.flow.due(self.stop_wanted, tick, resend) {
-            wanted.push(if self.stop_wanted {
+        if self.flow.stop_wanted != stopped
+            && self.pacing.flow.due(self.flow.stop_wanted, tick, resend)
+        {
+            wanted.push(if self.flow.stop_wanted {
                 Control::FlowStop(me)
             } else {
                 Control::FlowResume(me)

@@ -1,19 +1,36 @@
 //! Flow control: this member's apply queue and state, the group's pause clock, and stops
 //! lifted for members that went silent.
 
-use base::NodeState;
+use std::collections::BTreeSet;
 
-use super::GroupNode;
+use base::{Nanos, NodeState};
+
+use super::{FlowCounters, GroupNode};
 use crate::state::{Control, LogEntry};
 
 /// Election timeouts of silence after which the leader lifts a member's flow-control stop
 /// (at the default 100 ms election timeout: half a second, against 5 s for eviction).
 const FLOW_STOP_SILENCE_ELECTIONS: u64 = 5;
 
+/// Flow control as this member sees it.
+#[derive(Default)]
+pub(super) struct FlowControl {
+    /// Ordered-but-not-committed actions, as the server last reported them.
+    pub(super) apply_queue_len: u64,
+    /// Whether this member wants the group paused for its queue.
+    pub(super) stop_wanted: bool,
+    /// Members whose stop this leader lifted for their silence, until heard.
+    pub(super) stops_lifted: BTreeSet<u64>,
+    /// When the current pause of the group began.
+    pub(super) paused_since: Option<Nanos>,
+    /// The counters behind the `wsrep_flow_control_*` variables.
+    pub(super) counters: FlowCounters,
+}
+
 impl GroupNode {
     /// Reports the node's queue of ordered-but-not-committed actions, for flow control.
     pub fn report_apply_queue(&mut self, queued: u64) {
-        self.apply_queue_len = queued;
+        self.flow.apply_queue_len = queued;
     }
 
     /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
@@ -31,7 +48,7 @@ impl GroupNode {
             .paused_by
             .iter()
             .copied()
-            .filter(|id| *id != self.me.raft_id && !self.stops_lifted.contains(id))
+            .filter(|id| *id != self.me.raft_id && !self.flow.stops_lifted.contains(id))
             .filter(|id| self.silent_for(*id, FLOW_STOP_SILENCE_ELECTIONS))
             .collect();
         for id in silent {
@@ -41,17 +58,17 @@ impl GroupNode {
                     member = id,
                     "member silent with flow control stopped: lifting its stop"
                 );
-                self.stops_lifted.insert(id);
+                self.flow.stops_lifted.insert(id);
             }
         }
     }
 
     pub(super) fn update_pause_clock(&mut self) {
-        match (self.state.is_paused(), self.paused_since) {
-            (true, None) => self.paused_since = Some(self.now),
+        match (self.state.is_paused(), self.flow.paused_since) {
+            (true, None) => self.flow.paused_since = Some(self.now),
             (false, Some(since)) => {
-                self.flow.paused_ns += self.now.since(since);
-                self.paused_since = None;
+                self.flow.counters.paused_ns += self.now.since(since);
+                self.flow.paused_since = None;
             }
             _ => {}
         }

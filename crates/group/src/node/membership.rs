@@ -1,6 +1,8 @@
 //! Membership changes, one at a time: members added and removed through Raft, a clean
 //! leave, and the eviction of members silent for too long.
 
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
 use protobuf::Message as _;
 use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType};
 
@@ -21,6 +23,21 @@ pub(super) enum ConfOp {
 pub(super) struct Leaving {
     last_request_tick: Option<u64>,
     removal_seen_tick: Option<u64>,
+}
+
+/// What the leader tracks of the members, and members that just left.
+#[derive(Default)]
+pub(super) struct Roster {
+    /// Leader only: membership changes to propose, one at a time.
+    pub(super) conf_queue: VecDeque<ConfOp>,
+    /// Leader only: tick of the last message from each peer.
+    pub(super) last_heard: BTreeMap<u64, u64>,
+    /// Members added while this node was a member that it has not received a Raft message
+    /// from since. As leader it admits no new joiner while one is left (other than one
+    /// being replaced): joiners that never answer could otherwise outvote the members.
+    pub(super) unheard: BTreeSet<u64>,
+    /// Members that left recently, remembered to name them and to tell them so.
+    pub(super) departed: VecDeque<MemberInfo>,
 }
 
 /// Members that left recently are remembered this long (by count) to tell them so.
@@ -83,9 +100,9 @@ impl GroupNode {
 
     /// Adds a member to the group state.
     fn add_member(&mut self, info: MemberInfo) {
-        self.known_addresses.remove(&info.raft_id);
+        self.admission.known_addresses.remove(&info.raft_id);
         if info.raft_id != self.me.raft_id && self.member {
-            self.unheard.insert(info.raft_id);
+            self.roster.unheard.insert(info.raft_id);
         }
         self.state.add_member(info);
     }
@@ -94,14 +111,14 @@ impl GroupNode {
     /// departure decided.
     fn remove_member(&mut self, raft_id: u64) -> (bool, Vec<VoteDecision>) {
         if let Some(record) = self.state.members.get(&raft_id) {
-            self.departed.push_back(record.info.clone());
-            if self.departed.len() > DEPARTED_REMEMBERED {
-                self.departed.pop_front();
+            self.roster.departed.push_back(record.info.clone());
+            if self.roster.departed.len() > DEPARTED_REMEMBERED {
+                self.roster.departed.pop_front();
             }
         }
         let decided = self.state.remove_member(raft_id);
-        self.last_heard.remove(&raft_id);
-        self.unheard.remove(&raft_id);
+        self.roster.last_heard.remove(&raft_id);
+        self.roster.unheard.remove(&raft_id);
         (raft_id == self.me.raft_id, decided)
     }
 
@@ -197,7 +214,7 @@ impl GroupNode {
             .filter(|id| *id != self.me.raft_id)
         {
             // A member the leader has no record of (just added) starts its clock now.
-            let heard = *self.last_heard.entry(id).or_insert(tick);
+            let heard = *self.roster.last_heard.entry(id).or_insert(tick);
             if tick.saturating_sub(heard) > suspect_ticks && self.others_hold_state(id) {
                 silent.push(id);
             }
@@ -216,11 +233,12 @@ impl GroupNode {
     /// Queues the removal of member `id` unless it is queued already; true if queued now.
     pub(super) fn queue_removal(&mut self, id: u64) -> bool {
         let queued = self
+            .roster
             .conf_queue
             .iter()
             .any(|op| matches!(op, ConfOp::Remove(queued) if *queued == id));
         if !queued {
-            self.conf_queue.push_back(ConfOp::Remove(id));
+            self.roster.conf_queue.push_back(ConfOp::Remove(id));
         }
         !queued
     }
@@ -230,7 +248,7 @@ impl GroupNode {
         if raft.pending_conf_index > raft.raft_log.applied {
             return;
         }
-        while let Some(op) = self.conf_queue.pop_front() {
+        while let Some(op) = self.roster.conf_queue.pop_front() {
             let (change_type, node_id, context) = match &op {
                 ConfOp::Add(info) if !self.state.members.contains_key(&info.raft_id) => (
                     ConfChangeType::AddNode,
@@ -248,7 +266,7 @@ impl GroupNode {
             let mut change = ConfChangeV2::default();
             change.mut_changes().push(single);
             if self.raw.propose_conf_change(context, change).is_err() {
-                self.conf_queue.push_front(op);
+                self.roster.conf_queue.push_front(op);
             }
             return;
         }

@@ -84,12 +84,12 @@ impl GroupNode {
             // A new leader gives every member a full suspect timeout before judging it.
             let tick = self.tick;
             for id in self.state.members.keys() {
-                self.last_heard.insert(*id, tick);
+                self.roster.last_heard.insert(*id, tick);
             }
         }
         if !leader && self.was_leader {
-            self.batch.clear();
-            self.conf_queue.clear();
+            self.submissions.batch.clear();
+            self.roster.conf_queue.clear();
         }
         self.was_leader = leader;
     }
@@ -106,6 +106,7 @@ impl GroupNode {
     fn still_heard(&self, raft_id: u64) -> bool {
         raft_id == self.me.raft_id
             || self
+                .roster
                 .last_heard
                 .get(&raft_id)
                 .is_some_and(|heard| self.tick.saturating_sub(*heard) <= self.contact_window())
@@ -208,19 +209,19 @@ impl GroupNode {
             state,
             self.now,
         );
-        alone.departed = std::mem::take(&mut self.departed);
+        alone.roster.departed = std::mem::take(&mut self.roster.departed);
         for (id, record) in &self.state.members {
             if *id != self.me.raft_id {
-                alone.departed.push_back(record.info.clone());
+                alone.roster.departed.push_back(record.info.clone());
             }
         }
-        while alone.departed.len() > DEPARTED_REMEMBERED {
-            alone.departed.pop_front();
+        while alone.roster.departed.len() > DEPARTED_REMEMBERED {
+            alone.roster.departed.pop_front();
         }
         alone.tick = self.tick;
-        alone.seeds = std::mem::take(&mut self.seeds);
-        alone.known_addresses = std::mem::take(&mut self.known_addresses);
-        alone.flow = std::mem::take(&mut self.flow);
+        alone.admission.seeds = std::mem::take(&mut self.admission.seeds);
+        alone.admission.known_addresses = std::mem::take(&mut self.admission.known_addresses);
+        alone.flow.counters = std::mem::take(&mut self.flow.counters);
         // What was delivered before goes first, then the new component's view.
         let founding = std::mem::take(&mut alone.deliveries);
         alone.deliveries = std::mem::take(&mut self.deliveries);
@@ -230,19 +231,19 @@ impl GroupNode {
         alone.cached_from = self.cached_from;
         alone.committed = self.committed;
         alone.local_state = self.local_state;
-        alone.apply_queue_len = self.apply_queue_len;
-        alone.next_submit_id = self.next_submit_id;
-        alone.next_state_request_id = self.next_state_request_id;
-        alone.first_state_request_id = self.first_state_request_id;
+        alone.flow.apply_queue_len = self.flow.apply_queue_len;
+        alone.submissions.next_id = self.submissions.next_id;
+        alone.requesting.next_id = self.requesting.next_id;
+        alone.requesting.first_id = self.requesting.first_id;
         // Unordered submissions go to the new leader, this member.
-        alone.pending = std::mem::take(&mut self.pending);
-        for pending in alone.pending.values_mut() {
+        alone.submissions.pending = std::mem::take(&mut self.submissions.pending);
+        for pending in alone.submissions.pending.values_mut() {
             pending.sent = None;
         }
         // Causal reads asked meanwhile are answered by the new component, asked again at
         // once (a reader waits for the component, as in Galera, not for its timeout).
         let due = self.tick.saturating_sub(self.config.election_ticks as u64);
-        alone.causal_asked = std::mem::take(&mut self.causal_asked)
+        alone.causal.asked = std::mem::take(&mut self.causal.asked)
             .into_keys()
             .map(|id| (id, due))
             .collect();

@@ -12,6 +12,15 @@ use crate::state::{Control, GroupState, LogEntry};
 use crate::wire;
 use crate::wire::WireMessage;
 
+/// Compaction of the order log into Raft snapshots.
+pub(super) struct Snapshots {
+    /// The Raft index of the last snapshot taken.
+    pub(super) last_index: u64,
+    /// A snapshot was due (a membership change) but put off while a chunked write-set was
+    /// being reassembled: taken at the first chance.
+    pub(super) due: bool,
+}
+
 impl GroupNode {
     /// Advances logical time by one tick.
     pub fn tick(&mut self, now: Nanos) {
@@ -110,8 +119,8 @@ impl GroupNode {
             };
             let id = u64::from_be_bytes(id);
             // A repeated ask can be answered twice; the first answer counts.
-            if self.causal_asked.remove(&id).is_some() {
-                self.causal_ready.push((id, read.index));
+            if self.causal.asked.remove(&id).is_some() {
+                self.causal.ready.push((id, read.index));
             }
         }
         if !ready.snapshot().is_empty() {
@@ -143,7 +152,7 @@ impl GroupNode {
     fn install_snapshot(&mut self, snapshot: Snapshot) {
         // raft-rs has taken the snapshot: the log must follow it whatever its content.
         self.raw.mut_store().install_snapshot(snapshot.clone());
-        self.last_snapshot_index = snapshot.get_metadata().index;
+        self.snapshots.last_index = snapshot.get_metadata().index;
         let state = match GroupState::decode(snapshot.get_data()) {
             Ok(state) if !self.member || state.last_seqno >= self.last_delivered => state,
             // Checked on receipt (`check_snapshot`), so only a bug gets here; a member cannot
@@ -159,7 +168,7 @@ impl GroupNode {
         };
         let was_member = self.member;
         self.state = state;
-        self.unheard.clear();
+        self.roster.unheard.clear();
         let in_view = self.state.members.contains_key(&self.me.raft_id);
         if was_member && in_view && self.state.last_seqno > self.last_delivered {
             base::mark!("group.state_gap_after_a_raft_snapshot");
@@ -215,7 +224,7 @@ impl GroupNode {
                     let ordered = self.state.accept_submission(submission);
                     if local && self.state.was_ordered(origin, sent_id) {
                         // This chunk (or whole write-set) is in the order: stop resending it.
-                        self.pending.remove(&sent_id);
+                        self.submissions.pending.remove(&sent_id);
                     }
                     let Some(ordered) = ordered else {
                         continue;
@@ -235,11 +244,12 @@ impl GroupNode {
             LogEntry::Control(Control::StateRequest(request)) => {
                 if request.joiner == self.me.raft_id
                     && self
-                        .state_request
+                        .requesting
+                        .unordered
                         .as_ref()
                         .is_some_and(|(pending, _)| pending.request_id <= request.request_id)
                 {
-                    self.state_request = None;
+                    self.requesting.unordered = None;
                 }
                 // A request ordered after its joiner left is not recorded: the record of a
                 // departed member would never be cleared.
@@ -255,7 +265,8 @@ impl GroupNode {
                 // one of an earlier process that came back as this member was answered then.
                 let stale = request.joiner == self.me.raft_id
                     && self
-                        .first_state_request_id
+                        .requesting
+                        .first_id
                         .is_none_or(|first| request.request_id < first);
                 if stale {
                     base::mark!("group.earlier_process_request_not_delivered");
@@ -290,11 +301,11 @@ impl GroupNode {
                 let paused_before = self.state.paused_by.clone();
                 self.state.apply_control(&control);
                 if matches!(control, Control::FlowStop(_) | Control::FlowResume(_)) {
-                    self.flow.recv += 1;
+                    self.flow.counters.recv += 1;
                 }
                 for started in self.state.paused_by.difference(&paused_before) {
                     let name = self.state.members[started].info.name.clone();
-                    *self.flow.pauses_by.entry(name).or_default() += 1;
+                    *self.flow.counters.pauses_by.entry(name).or_default() += 1;
                 }
                 self.update_pause_clock();
             }
@@ -325,26 +336,26 @@ impl GroupNode {
     fn take_snapshot(&mut self, index: u64, term: u64) {
         if !self.state.partial.is_empty() {
             base::mark!("group.snapshot_put_off_for_a_chunked_write_set");
-            self.snapshot_due = true;
+            self.snapshots.due = true;
             return;
         }
         match self.state.try_encode() {
             Ok(data) => {
                 self.raw.mut_store().record_snapshot(index, term, data);
-                self.last_snapshot_index = index;
-                self.snapshot_due = false;
+                self.snapshots.last_index = index;
+                self.snapshots.due = false;
             }
             Err(error) => {
                 tracing::error!(%error, index, "group state snapshot not taken");
-                self.snapshot_due = true;
+                self.snapshots.due = true;
             }
         }
     }
 
     fn maybe_compact(&mut self) {
         let applied = self.raw.raft.raft_log.applied;
-        if self.snapshot_due
-            || applied >= self.last_snapshot_index + self.config.snapshot_interval_entries
+        if self.snapshots.due
+            || applied >= self.snapshots.last_index + self.config.snapshot_interval_entries
         {
             let term =
                 raft::Storage::term(self.raw.store(), applied).expect("applied is in the log");

@@ -137,8 +137,8 @@ impl GroupNode {
             WireMessage::Challenge(proof) => {
                 // Anyone can send one; a wrong one only costs this joiner another round.
                 if !self.member {
-                    self.join_proof = Some(proof);
-                    self.last_join_tick = None;
+                    self.admission.join_proof = Some(proof);
+                    self.admission.last_join_tick = None;
                 }
                 Ok(())
             }
@@ -208,7 +208,12 @@ impl GroupNode {
         // A node that is not a member yet takes Raft traffic from anyone: that is how the
         // leader brings it in. A member only listens to the current configuration.
         if self.member && !in_conf && !self.state.members.contains_key(&from) {
-            if let Some(info) = self.departed.iter().find(|info| info.raft_id == from) {
+            if let Some(info) = self
+                .roster
+                .departed
+                .iter()
+                .find(|info| info.raft_id == from)
+            {
                 let address = info.address.clone();
                 self.send(Some(from), address, &WireMessage::Removed(from));
             }
@@ -219,10 +224,10 @@ impl GroupNode {
         // Only members are timed: a joiner takes Raft traffic from anyone, and must not keep
         // a record per sender.
         if in_conf || self.state.members.contains_key(&from) {
-            self.last_heard.insert(from, self.tick);
+            self.roster.last_heard.insert(from, self.tick);
         }
-        self.unheard.remove(&from);
-        self.stops_lifted.remove(&from);
+        self.roster.unheard.remove(&from);
+        self.flow.stops_lifted.remove(&from);
         let term = message.term;
         let result = self.raw.step(message);
         if from == self.raw.raft.leader_id && term >= self.raw.raft.term {
@@ -249,7 +254,7 @@ impl GroupNode {
         for submission in submissions {
             match self.check_submission(&submission) {
                 // A follower drops it: the origin resends to whoever leads once it notices.
-                Ok(()) if self.is_leader() => self.batch.push(submission),
+                Ok(()) if self.is_leader() => self.submissions.batch.push(submission),
                 Ok(()) => {}
                 Err(reason) => {
                     tracing::warn!(

@@ -1,16 +1,22 @@
 //! How a member starts: founding a group, joining one, or coming back under a saved
 //! identity after a crash; and the Raft configuration it runs with.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use base::{Nanos, NodeState, SeededRng, Seqno, Uuid};
 use raft::eraftpb::Snapshot;
 use raft::RawNode;
 use rand::Rng;
 
+use super::admission::Admission;
 use super::admission::MEMBER_FIELD_BYTES_MAX;
+use super::causal::CausalReads;
 use super::controls::ControlPacing;
-use super::status::FlowCounters;
+use super::flow::FlowControl;
+use super::membership::Roster;
+use super::raft_driver::Snapshots;
+use super::state_requests::StateRequesting;
+use super::submit::Submissions;
 use super::GroupNode;
 use crate::admission::ChallengeKey;
 use crate::config::GroupConfig;
@@ -73,7 +79,7 @@ impl GroupNode {
         node.state = state;
         node.member = true;
         node.last_delivered = node.state.last_seqno;
-        node.last_snapshot_index = 1;
+        node.snapshots.last_index = 1;
         let view = node.view(true, true, node.state.last_seqno);
         node.deliver_view(view);
         node.primary = true;
@@ -94,7 +100,7 @@ impl GroupNode {
     ) -> GroupNode {
         let me = new_identity(&mut rng, contact, now);
         let mut node = GroupNode::new(config, me, rng, OrderLog::default(), 0, now);
-        node.seeds = seeds;
+        node.admission.seeds = seeds;
         node
     }
 
@@ -124,14 +130,15 @@ impl GroupNode {
         log.set_conf_state(conf);
         let wait = restart::COME_BACK_TICKS_PER_SUSPECT * config.suspect_ticks();
         let mut node = GroupNode::new(config, me, rng, log, 0, now);
-        node.seeds = seeds;
-        node.known_addresses
+        node.admission.seeds = seeds;
+        node.admission
+            .known_addresses
             .insert(saved.peer.0, saved.peer.1.clone());
-        node.returning_until = Some(wait);
+        node.admission.returning_until = Some(wait);
         // Its state requests are numbered after any its earlier process made, which may still
         // be in the log it catches up on (and would be taken for this process's, or make this
         // one's look like a resend): from its start time, in milliseconds.
-        node.next_state_request_id = now.0 / 1_000_000;
+        node.requesting.next_id = now.0 / 1_000_000;
         tracing::info!(
             raft_id = saved.raft_id,
             peer = saved.peer.1,
@@ -161,18 +168,18 @@ impl GroupNode {
     /// brought back it is an ordinary member, and if nobody brings it back in time it joins
     /// as a new one.
     pub(super) fn tick_returning(&mut self) -> bool {
-        let Some(until) = self.returning_until else {
+        let Some(until) = self.admission.returning_until else {
             return false;
         };
         if self.member {
-            self.returning_until = None;
+            self.admission.returning_until = None;
             return false;
         }
         if self.tick >= until {
             tracing::info!("nobody brought this restarted member back: joining as a new member");
             let contact = self.me.contact();
-            let mut seeds = self.seeds.clone();
-            seeds.extend(self.known_addresses.values().cloned());
+            let mut seeds = self.admission.seeds.clone();
+            seeds.extend(self.admission.known_addresses.values().cloned());
             seeds.sort();
             seeds.dedup();
             let mut fresh = GroupNode::join(
@@ -203,10 +210,10 @@ impl GroupNode {
                 .copied()
                 .unwrap_or(0)
                 .max(window.contiguous);
-            self.next_submit_id = self.next_submit_id.max(last + 1);
+            self.submissions.next_id = self.submissions.next_id.max(last + 1);
         }
         if let Some(last) = self.state.state_requests.get(&self.me.raft_id) {
-            self.next_state_request_id = self.next_state_request_id.max(*last);
+            self.requesting.next_id = self.requesting.next_id.max(*last);
         }
     }
 
@@ -241,19 +248,9 @@ impl GroupNode {
             last_delivered: Seqno::UNDEFINED,
             deliveries: VecDeque::new(),
             outbox: Vec::new(),
-            known_addresses: BTreeMap::new(),
-            departed: VecDeque::new(),
-            seeds: Vec::new(),
-            last_join_tick: None,
-            challenge_key,
-            join_proof: None,
-            next_submit_id: 1,
-            pending: BTreeMap::new(),
-            batch: Vec::new(),
-            conf_queue: VecDeque::new(),
-            last_heard: BTreeMap::new(),
-            unheard: BTreeSet::new(),
-            stops_lifted: BTreeSet::new(),
+            admission: Admission::new(challenge_key),
+            roster: Roster::default(),
+            submissions: Submissions::default(),
             was_leader: false,
             leader_contact_tick: 0,
             primary: false,
@@ -261,25 +258,20 @@ impl GroupNode {
             isolated: false,
             current_view: None,
             local_state: NodeState::Open,
-            apply_queue_len: 0,
             committed: Seqno::UNDEFINED,
             cached_from: Seqno::UNDEFINED,
-            state_request: None,
-            next_state_request_id: 0,
-            first_state_request_id: None,
-            stop_wanted: false,
-            returning_until: None,
+            requesting: StateRequesting::default(),
             votes_wanted: BTreeMap::new(),
             pacing: ControlPacing::default(),
-            flow: FlowCounters::default(),
-            paused_since: None,
+            flow: FlowControl::default(),
             leaving: None,
             closed: false,
             rejoin_due: false,
-            last_snapshot_index: applied,
-            snapshot_due: false,
-            causal_asked: BTreeMap::new(),
-            causal_ready: Vec::new(),
+            snapshots: Snapshots {
+                last_index: applied,
+                due: false,
+            },
+            causal: CausalReads::default(),
         };
         node.pin_election_timeout();
         node

@@ -59,8 +59,8 @@ pub struct GroupStatus {
 impl GroupNode {
     /// Status figures.
     pub fn status(&self) -> GroupStatus {
-        let mut flow = self.flow.clone();
-        if let Some(since) = self.paused_since {
+        let mut flow = self.flow.counters.clone();
+        if let Some(since) = self.flow.paused_since {
             flow.paused_ns += self.now.since(since);
         }
         GroupStatus {
@@ -78,8 +78,8 @@ impl GroupNode {
             last_delivered: self.last_delivered,
             paused: self.state.is_paused(),
             flow,
-            pending_submissions: self.pending.len(),
-            stop_requested: self.stop_wanted,
+            pending_submissions: self.submissions.pending.len(),
+            stop_requested: self.flow.stop_wanted,
             log_entries: self.raw.store().len(),
             saved_membership: self.saved_membership(),
         }

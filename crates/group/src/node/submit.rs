@@ -49,6 +49,27 @@ const SEND_BYTES_PER_POLL: usize = 4 << 20;
 /// write-set is being ordered early resends only add copies for the leader to drop.
 const MAX_RESEND_DOUBLINGS: u32 = 5;
 
+/// What this member sends to be ordered, until it is.
+pub(super) struct Submissions {
+    /// The id of the next submission.
+    pub(super) next_id: u64,
+    /// Sent (or to be sent) and not yet seen in the order, by id.
+    pub(super) pending: BTreeMap<u64, PendingSubmission>,
+    /// Leader only: submissions waiting to be proposed.
+    pub(super) batch: Vec<Submission>,
+}
+
+impl Default for Submissions {
+    fn default() -> Self {
+        // Ids start at 1: the group's duplicate window counts 0 as seen from the start.
+        Submissions {
+            next_id: 1,
+            pending: BTreeMap::new(),
+            batch: Vec::new(),
+        }
+    }
+}
+
 impl GroupNode {
     /// Queues a write-set for ordering; returns its submission number. A member outside the
     /// primary component gives it up at once ([`Delivery::Abandoned`] follows), as it gives
@@ -73,11 +94,11 @@ impl GroupNode {
             payload.chunks(CHUNK_BYTES).map(<[u8]>::to_vec).collect()
         };
         self.continue_numbering();
-        let mut submit_id = self.next_submit_id;
+        let mut submit_id = self.submissions.next_id;
         for (index, chunk) in chunks.drain(..).enumerate() {
-            submit_id = self.next_submit_id;
-            self.next_submit_id += 1;
-            self.pending.insert(
+            submit_id = self.submissions.next_id;
+            self.submissions.next_id += 1;
+            self.submissions.pending.insert(
                 submit_id,
                 PendingSubmission {
                     payload: chunk,
@@ -100,15 +121,19 @@ impl GroupNode {
     /// A brute-force aborted transaction uses this to give up without leaving a write-set
     /// behind that would still be ordered.
     pub fn cancel(&mut self, submit_id: u64) -> bool {
-        let Some(last) = self.pending.get(&submit_id) else {
+        let Some(last) = self.submissions.pending.get(&submit_id) else {
             return false;
         };
         let first = submit_id - u64::from(last.chunk.0);
-        let unsent =
-            (first..=submit_id).all(|id| self.pending.get(&id).is_some_and(|p| p.sent.is_none()));
+        let unsent = (first..=submit_id).all(|id| {
+            self.submissions
+                .pending
+                .get(&id)
+                .is_some_and(|p| p.sent.is_none())
+        });
         if unsent {
             for id in first..=submit_id {
-                self.pending.remove(&id);
+                self.submissions.pending.remove(&id);
             }
         }
         unsent
@@ -122,7 +147,7 @@ impl GroupNode {
     }
 
     pub(super) fn abandon_pending(&mut self) {
-        let mut submit_ids: Vec<u64> = std::mem::take(&mut self.pending)
+        let mut submit_ids: Vec<u64> = std::mem::take(&mut self.submissions.pending)
             .into_iter()
             .map(|(id, p)| id + u64::from(p.chunk.1.saturating_sub(1) - p.chunk.0))
             .collect();
@@ -137,7 +162,7 @@ impl GroupNode {
     /// nobody else has them, so they are never ordered.
     pub(super) fn abandon_unsent(&mut self) {
         let mut unsent: BTreeMap<u64, bool> = BTreeMap::new();
-        for (id, pending) in &self.pending {
+        for (id, pending) in &self.submissions.pending {
             let last = id + u64::from(pending.chunk.1.saturating_sub(1) - pending.chunk.0);
             *unsent.entry(last).or_insert(true) &= pending.sent.is_none();
         }
@@ -148,7 +173,7 @@ impl GroupNode {
         if submit_ids.is_empty() {
             return;
         }
-        self.pending.retain(|id, pending| {
+        self.submissions.pending.retain(|id, pending| {
             let last = id + u64::from(pending.chunk.1.saturating_sub(1) - pending.chunk.0);
             !submit_ids.contains(&last)
         });
@@ -161,7 +186,7 @@ impl GroupNode {
         let leader = self.raw.raft.leader_id;
         // An isolated node's frames go nowhere: what it does not send stays unsent, which
         // is what lets it give the submission up for certain if it loses the component.
-        if !self.member || leader == 0 || self.pending.is_empty() || self.isolated {
+        if !self.member || leader == 0 || self.submissions.pending.is_empty() || self.isolated {
             return;
         }
         let paused = self.state.is_paused();
@@ -171,7 +196,7 @@ impl GroupNode {
         let mut bytes = 0;
         // The id of the submission looked at last, and whether it has been sent.
         let mut previous: Option<(u64, bool)> = None;
-        for (submit_id, pending) in self.pending.iter_mut() {
+        for (submit_id, pending) in self.submissions.pending.iter_mut() {
             // A later chunk continues a write-set already on its way (its previous chunk was
             // sent, or is ordered and gone from here): flow control does not hold it back,
             // or the write-set would wait for an order a paused group does not give.
@@ -209,7 +234,7 @@ impl GroupNode {
             return;
         }
         if leader == self.me.raft_id {
-            self.batch.extend(to_send);
+            self.submissions.batch.extend(to_send);
         } else {
             self.send_to_leader(&WireMessage::Forward(to_send));
         }
@@ -219,10 +244,10 @@ impl GroupNode {
         // Flow control holds write-sets back at their origins, before they are sent (as
         // Galera does): what a member already sent is ordered, so a sender never waits for
         // an order that a paused group would not give.
-        if self.batch.is_empty() {
+        if self.submissions.batch.is_empty() {
             return;
         }
-        let mut batch = std::mem::take(&mut self.batch);
+        let mut batch = std::mem::take(&mut self.submissions.batch);
         while !batch.is_empty() {
             let mut bytes = 0;
             let take = batch

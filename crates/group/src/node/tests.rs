@@ -8,6 +8,7 @@ use raft::eraftpb::{
 
 use super::admission::{JOINS_QUEUED_MAX, KNOWN_ADDRESSES_MAX, WELCOME_MEMBERS_MAX};
 use super::controls::LastSent;
+use super::membership::ConfOp;
 use super::*;
 use crate::check;
 use crate::state::Contact;
@@ -107,18 +108,19 @@ fn joins_and_welcomes_from_the_network_grow_no_map_past_its_cap() {
     // Joiners that prove their address get in one at a time.
     for raft_id in [500, 501] {
         let info = joiner(raft_id);
-        let proof = leader.challenge_key.challenge(&info);
+        let proof = leader.admission.challenge_key.challenge(&info);
         let bytes = wire::encode(raft_id, &WireMessage::ProvedJoin(info, proof));
         let result = leader.receive(Nanos(3), &bytes);
         assert_eq!(result.is_ok(), raft_id == 500, "{result:?}");
     }
     let adds = leader
+        .roster
         .conf_queue
         .iter()
         .filter(|op| matches!(op, ConfOp::Add(_)))
         .count();
     assert_eq!(adds, JOINS_QUEUED_MAX);
-    assert!(leader.known_addresses.len() <= KNOWN_ADDRESSES_MAX);
+    assert!(leader.admission.known_addresses.len() <= KNOWN_ADDRESSES_MAX);
 
     let contact = Contact::new("new", "new:4567");
     let mut newcomer = GroupNode::join(
@@ -133,7 +135,10 @@ fn joins_and_welcomes_from_the_network_grow_no_map_past_its_cap() {
         let bytes = wire::encode(sender, &WireMessage::Welcome(members));
         assert_eq!(newcomer.receive(Nanos(1), &bytes), Ok(()));
     }
-    assert_eq!(newcomer.known_addresses.len(), KNOWN_ADDRESSES_MAX);
+    assert_eq!(
+        newcomer.admission.known_addresses.len(),
+        KNOWN_ADDRESSES_MAX
+    );
     let unlisted = wire::encode(7, &WireMessage::Welcome(vec![joiner(8)]));
     assert!(matches!(
         newcomer.receive(Nanos(1), &unlisted),
@@ -168,7 +173,7 @@ fn a_joiner_keeps_no_record_per_stranger_that_sends_it_raft_messages() {
         assert_eq!(newcomer.receive(Nanos(1), &bytes), Ok(()));
         newcomer.poll(Nanos(1));
     }
-    assert!(newcomer.last_heard.is_empty());
+    assert!(newcomer.roster.last_heard.is_empty());
     // The group's term is news to a node that is not a member yet, however high.
     let mut message = Message::default();
     message.set_msg_type(MessageType::MsgHeartbeat);
