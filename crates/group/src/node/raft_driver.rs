@@ -332,7 +332,7 @@ impl GroupNode {
 
     /// Snapshots the group state at `index`, unless chunks of a write-set are being
     /// reassembled: the snapshot would carry them (up to a whole write-set, past what one
-    /// message may hold), so it waits until they are complete (`snapshot_due`).
+    /// message may hold), so it waits until they are complete (`snapshots.due`).
     fn take_snapshot(&mut self, index: u64, term: u64) {
         if !self.state.partial.is_empty() {
             base::mark!("group.snapshot_put_off_for_a_chunked_write_set");
