@@ -369,3 +369,45 @@ fn a_reconnect_founds_anew_from_its_first_view() {
         "the server is told it connected: {taken:?}"
     );
 }
+
+/// A donor that frames its stream correctly but sends a certification index that does not
+/// decode is lying or broken: the joiner takes nothing from it, says why, and asks again
+/// (it neither stops nor waits for records that would be certified against garbage).
+#[test]
+fn a_donor_index_that_does_not_decode_is_refused_and_the_joiner_asks_again() {
+    let store = MemoryStateStore::default();
+    let mut engine = waiting_joiner(&store);
+    let header = crate::ist::Header {
+        cluster: CLUSTER,
+        outcome: Outcome::Ist,
+        first: Seqno(3),
+        last: Seqno(5),
+        reason: String::new(),
+        index: vec![0xff; 24],
+    };
+    let next = engine.stream_header("node2/ist", &header);
+    assert_eq!(next, crate::StreamNext::Nothing);
+    let joining = engine.joining().expect("still joining");
+    assert!(
+        joining.transfer.index.is_none(),
+        "nothing taken from the stream"
+    );
+    let failed = joining
+        .transfer
+        .failed
+        .as_deref()
+        .expect("the stream failed");
+    assert!(
+        failed.contains("node2/ist") && failed.contains("does not decode"),
+        "{failed}"
+    );
+    assert_eq!(engine.state(), NodeState::Joiner);
+
+    engine.take_effects();
+    engine.tick(Nanos(2), Seqno::UNDEFINED, true, None);
+    engine.poll_state_request();
+    assert!(requests(&engine.take_effects()).is_empty(), "not at once");
+    engine.tick(Nanos(1_000_000_010), Seqno::UNDEFINED, true, None);
+    engine.poll_state_request();
+    assert_eq!(requests(&engine.take_effects()).len(), 1, "asked again");
+}
