@@ -233,7 +233,7 @@ impl GroupNode {
         alone.local_state = self.local_state;
         alone.flow.apply_queue_len = self.flow.apply_queue_len;
         alone.submissions.next_id = self.submissions.next_id;
-        alone.requesting.next_id = self.requesting.next_id;
+        alone.requesting.last_id = self.requesting.last_id;
         alone.requesting.first_id = self.requesting.first_id;
         // Unordered submissions go to the new leader, this member.
         alone.submissions.pending = std::mem::take(&mut self.submissions.pending);

@@ -138,7 +138,7 @@ impl GroupNode {
         // Its state requests are numbered after any its earlier process made, which may still
         // be in the log it catches up on (and would be taken for this process's, or make this
         // one's look like a resend): from its start time, in milliseconds.
-        node.requesting.next_id = now.0 / 1_000_000;
+        node.requesting.last_id = now.0 / 1_000_000;
         tracing::info!(
             raft_id = saved.raft_id,
             peer = saved.peer.1,
@@ -213,7 +213,7 @@ impl GroupNode {
             self.submissions.next_id = self.submissions.next_id.max(last + 1);
         }
         if let Some(last) = self.state.state_requests.get(&self.me.raft_id) {
-            self.requesting.next_id = self.requesting.next_id.max(*last);
+            self.requesting.last_id = self.requesting.last_id.max(*last);
         }
     }
 

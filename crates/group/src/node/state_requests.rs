@@ -12,7 +12,7 @@ pub(super) struct StateRequesting {
     /// The request until it is ordered, and when it was last sent.
     pub(super) unordered: Option<(StateRequest, Option<u64>)>,
     /// The number of the last request made.
-    pub(super) next_id: u64,
+    pub(super) last_id: u64,
     /// The first request this process sent: an ordered request of this joiner below it is
     /// an earlier process's (one that came back as this member), not this one's.
     pub(super) first_id: Option<u64>,
@@ -24,8 +24,8 @@ impl GroupNode {
     pub fn request_state(&mut self, mut request: StateRequest) {
         self.continue_numbering();
         request.joiner = self.me.raft_id;
-        self.requesting.next_id += 1;
-        request.request_id = self.requesting.next_id;
+        self.requesting.last_id += 1;
+        request.request_id = self.requesting.last_id;
         // Sent by `send_state_request` now and again until it is ordered: a request that
         // reached no leader (none elected, or it just died) must not leave the joiner
         // waiting forever.
@@ -47,7 +47,7 @@ impl GroupNode {
             let recorded = self.state.state_requests.get(&self.me.raft_id).copied();
             if let Some(recorded) = recorded.filter(|last| *last >= request.request_id) {
                 request.request_id = recorded + 1;
-                self.requesting.next_id = request.request_id;
+                self.requesting.last_id = request.request_id;
             }
             let first = self.requesting.first_id.get_or_insert(request.request_id);
             *first = (*first).min(request.request_id);
