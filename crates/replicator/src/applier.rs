@@ -11,6 +11,7 @@ use writeset::{flags, WriteSet};
 
 use crate::app::{ApplyAction, LogLevel, Meta, RecvContext};
 use crate::error::ReplicatorError;
+use crate::seqno_trace::Stage;
 use crate::shared::{lock, Monitors};
 use crate::Replicator;
 
@@ -125,12 +126,14 @@ impl Replicator {
         failed: bool,
         exit_loop: &mut bool,
     ) -> bool {
+        self.shared.trace(seqno, Stage::Picked);
         let monitors = self.monitors();
         let last_applied = monitors.apply.last_left();
         lock(&self.shared.inner)
             .engine
             .applier_entering(seqno, depends_on, last_applied);
         monitors.apply.enter_regardless(seqno, depends_on);
+        self.shared.trace(seqno, Stage::ApplyEntered);
         let cluster = {
             let mut inner = lock(&self.shared.inner);
             inner.engine.applier_entered(seqno);
@@ -153,6 +156,7 @@ impl Replicator {
         };
         let applying = Instant::now();
         let ok = self.shared.app.apply(ctx, &action, exit_loop);
+        self.shared.trace(seqno, Stage::ApplyReturned);
         if write_set.data.len() >= LARGE_WRITE_SET_BYTES {
             let message = format!(
                 "large write-set {seqno}: applied and committed in {:.1?}",

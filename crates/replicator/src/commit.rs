@@ -9,6 +9,7 @@ use engine::{BfAborted, GatePassage, ReleaseOutcome};
 
 use crate::app::{ApplyAction, LogLevel, RecvContext};
 use crate::error::ReplicatorError;
+use crate::seqno_trace::Stage;
 use crate::shared::lock;
 use crate::Replicator;
 
@@ -20,6 +21,7 @@ impl Replicator {
     /// Waits for the seqno's turn to commit. `Err` if the transaction was BF-aborted.
     pub fn commit_order_enter(&self, seqno: Seqno) -> Result<(), BfAborted> {
         let monitors = self.monitors();
+        self.shared.trace(seqno, Stage::CommitAsked);
         let last_committed = monitors.commit.last_left();
         lock(&self.shared.inner)
             .engine
@@ -29,7 +31,10 @@ impl Replicator {
                 .commit
                 .enter_timeout(seqno, seqno.prev(), STALL_REPORT_AFTER)
             {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.shared.trace(seqno, Stage::CommitEntered);
+                    return Ok(());
+                }
                 Err(order::EnterError::Interrupted(_)) => return Err(BfAborted(seqno)),
                 Err(order::EnterError::TimedOut { .. }) => {
                     let blocker = monitors.commit.last_left().next();
@@ -67,6 +72,7 @@ impl Replicator {
     fn leave_commit_order(&self, seqno: Seqno) {
         let monitors = self.monitors();
         monitors.commit.leave(seqno);
+        self.shared.trace(seqno, Stage::CommitLeft);
         let last_applied = monitors.apply.last_left();
         let entered = lock(&self.shared.inner)
             .engine

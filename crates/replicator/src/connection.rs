@@ -394,6 +394,22 @@ impl Replicator {
             self.save_final_state(last_member);
         }
         self.shared.changed.notify_all();
+        self.write_seqno_trace();
+    }
+
+    /// Writes the pipeline's per-seqno timeline, if it was traced.
+    fn write_seqno_trace(&self) {
+        let Some(trace) = &self.shared.seqno_trace else {
+            return;
+        };
+        let (level, message) = match trace.write() {
+            Ok(path) => (
+                LogLevel::Info,
+                format!("seqno trace written to {}", path.display()),
+            ),
+            Err(error) => (LogLevel::Warning, format!("seqno trace: {error}")),
+        };
+        self.shared.app.log(level, &message);
     }
 
     /// Stops everything and waits for the threads. Safe to call more than once.

@@ -12,6 +12,7 @@ use writeset::Bytes;
 
 use crate::app::LogLevel;
 use crate::applier::LARGE_WRITE_SET_BYTES;
+use crate::seqno_trace::Stage;
 use crate::shared::{lock, Shared};
 
 /// How often the engine ticks when no delivery comes.
@@ -84,6 +85,9 @@ fn on_write_set(
     safe_seqno: Seqno,
     payload: Bytes,
 ) {
+    if let Some(trace) = &shared.seqno_trace {
+        trace.delivered(seqno, local);
+    }
     let (job, pending) = {
         let mut inner = lock(&shared.inner);
         let job = inner
@@ -104,6 +108,7 @@ fn on_write_set(
         inner.engine.finish_write_set(certified);
         shared.drain(&mut inner)
     };
+    shared.trace(seqno, Stage::Certified);
     shared.changed.notify_all();
     let caching = Instant::now();
     shared.carry_out(pending);

@@ -45,6 +45,7 @@ mod membership_file;
 mod persisted;
 mod runtime_options;
 mod saved_state;
+mod seqno_trace;
 mod settings;
 mod shared;
 mod status;
@@ -63,6 +64,7 @@ pub use engine::{AbortOutcome, BfAborted, CacheReach, CertifyOutcome};
 pub use error::ReplicatorError;
 pub use gcache::GcacheConfig;
 pub use local_trx::DEFAULT_MAX_WRITE_SET_BYTES;
+pub use seqno_trace::{TRACE_CAPACITY, TRACE_DIR_VARIABLE};
 pub use settings::{parse_cluster_address, Settings, DEFAULT_GROUP_PORT};
 pub use status::{ApplyStatus, FlowStatus, QueueStatus, Status, Totals};
 

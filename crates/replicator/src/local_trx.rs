@@ -14,6 +14,7 @@ use engine::{
 use transport::RunnerHandle;
 
 use crate::error::ReplicatorError;
+use crate::seqno_trace::Stage;
 use crate::shared::{lock, Inner};
 use crate::Replicator;
 
@@ -166,6 +167,7 @@ impl Replicator {
                 if monitors.apply.enter(seqno, meta.depends_on).is_err() {
                     return CertifyOutcome::BfAborted(meta);
                 }
+                self.shared.trace(seqno, Stage::ApplyEntered);
                 if toi {
                     monitors.commit.enter_regardless(seqno, seqno.prev());
                 }

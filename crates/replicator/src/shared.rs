@@ -16,6 +16,7 @@ use crate::app::{Application, LogLevel};
 use crate::connection::{leave_group, FATAL_LEAVE_WAIT};
 use crate::local_trx::DEFAULT_MAX_WRITE_SET_BYTES;
 use crate::persisted::FileStateStore;
+use crate::seqno_trace::{SeqnoTrace, Stage};
 use crate::settings::Settings;
 use crate::transfer;
 
@@ -67,6 +68,8 @@ pub(crate) struct Shared {
     cached_reported: AtomicI64,
     /// Threads sending state transfer streams to joiners.
     pub(crate) senders: Mutex<Vec<JoinHandle<()>>>,
+    /// Each seqno's way through this node, when profiling asks for it (`seqno_trace.rs`).
+    pub(crate) seqno_trace: Option<SeqnoTrace>,
     /// The engine's clock starts here.
     started: Instant,
 }
@@ -84,7 +87,6 @@ impl Shared {
         let engine = NodeEngine::new(config, store, Nanos(0));
         Shared {
             app,
-            settings,
             inner: Mutex::new(Inner {
                 engine,
                 runner: None,
@@ -98,7 +100,16 @@ impl Shared {
             cache_failed: AtomicBool::new(false),
             cached_reported: AtomicI64::new(Seqno::UNDEFINED.0),
             senders: Mutex::new(Vec::new()),
+            seqno_trace: SeqnoTrace::from_environment(&settings.node_name),
             started: Instant::now(),
+            settings,
+        }
+    }
+
+    /// Notes that `seqno` reached `stage`, if the pipeline is being traced.
+    pub(crate) fn trace(&self, seqno: Seqno, stage: Stage) {
+        if let Some(trace) = &self.seqno_trace {
+            trace.reached(seqno, stage);
         }
     }
 
