@@ -36,7 +36,7 @@ mod node;
 pub use check::RaftRefusal;
 pub use config::{ConfigError, GroupConfig, MAX_WS_SIZE_DEFAULT};
 pub use node::{
-    Delivery, FlowCounters, GroupNode, GroupStatus, Outgoing, ReceiveError, View, ViewMember,
-    CHUNK_BYTES,
+    Delivery, FlowCounters, FlowTriggers, GroupNode, GroupStatus, Outgoing, ReceiveError, View,
+    ViewMember, CHUNK_BYTES,
 };
 pub use state::{Contact, Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};

@@ -33,6 +33,7 @@ mod submit;
 mod votes;
 
 pub use delivery::{Delivery, Outgoing, View, ViewMember};
+pub use flow::FlowTriggers;
 pub use receive::ReceiveError;
 pub use status::{FlowCounters, GroupStatus};
 pub use submit::CHUNK_BYTES;

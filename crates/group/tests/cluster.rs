@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use base::{Nanos, NodeState, Seqno};
 use common::{assert_same_history, config, Cluster, TICK_NS};
-use group::{wire, Delivery, ReceiveError};
+use group::{wire, Delivery, FlowTriggers, ReceiveError};
 
 #[test]
 fn three_nodes_form_one_primary_view_and_order_identically() {
@@ -273,6 +273,40 @@ fn a_silent_member_s_flow_control_stop_is_lifted_long_before_its_eviction() {
     cluster.isolated.clear();
     cluster.run(40);
     assert!(cluster.node(leader).status().paused, "its stop is back");
+}
+
+#[test]
+fn flow_triggers_are_the_queue_lengths_that_change_the_member_s_wish() {
+    let mut cluster = Cluster::new(3);
+    for index in 0..3 {
+        cluster.node(index).set_local_state(NodeState::Synced);
+    }
+    cluster.run(10);
+    let limits = config();
+    let (stop_above, resume_at) = (limits.fc_stop_above(3), limits.fc_resume_at(3));
+    assert_eq!(
+        cluster.node(1).flow_triggers(),
+        FlowTriggers {
+            stop_above: Some(stop_above),
+            resume_at_or_below: None
+        },
+        "no stop wanted: only a longer queue matters"
+    );
+    cluster.node(1).report_apply_queue(stop_above + 1);
+    cluster.run(10);
+    assert!(cluster.node(0).status().paused);
+    assert_eq!(
+        cluster.node(1).flow_triggers(),
+        FlowTriggers {
+            stop_above: None,
+            resume_at_or_below: Some(resume_at)
+        },
+        "stopped: only a queue short enough to resume matters"
+    );
+    cluster.node(1).report_apply_queue(resume_at);
+    cluster.run(10);
+    assert!(!cluster.node(0).status().paused);
+    assert_eq!(cluster.node(1).flow_triggers().stop_above, Some(stop_above));
 }
 
 #[test]

@@ -26,12 +26,8 @@ pub(crate) enum Event {
     },
     /// Start a graceful leave.
     Leave,
-    /// The user's apply queue length, for flow control.
-    ApplyQueue(u64),
-    /// The user's last committed seqno, for the commit cut.
-    Committed(Seqno),
-    /// The oldest seqno of the user's write-set cache, for donor selection.
-    Cached(Seqno),
+    /// The user's apply queue crossed a flow-control trigger (its length is in the gauges).
+    ApplyQueueCrossed,
     /// A node state change to announce.
     LocalState(NodeState),
     /// This donor could not send the joiner (Raft id) its snapshot.
@@ -207,6 +203,7 @@ impl EventLoop {
             if stop {
                 break;
             }
+            self.shared.gauges.report_to(&mut self.node);
             let (elapsed, now) = self.now();
             let ticked = elapsed >= next_tick;
             if ticked {
@@ -218,6 +215,7 @@ impl EventLoop {
                 }
             }
             let (outgoing, deliveries) = self.node.poll(now);
+            self.shared.gauges.set_triggers(self.node.flow_triggers());
             self.tickets.watch_identity(self.node.me().raft_id);
             self.send(outgoing);
             let delivered = !deliveries.is_empty();
@@ -252,9 +250,8 @@ impl EventLoop {
                 self.tickets.current.insert(submit_id, ticket);
             }
             Event::Leave => self.node.leave(),
-            Event::ApplyQueue(queued) => self.node.report_apply_queue(queued),
-            Event::Committed(seqno) => self.node.report_committed(seqno),
-            Event::Cached(seqno) => self.node.report_cached(seqno),
+            // The gauges are handed over before every tick and poll.
+            Event::ApplyQueueCrossed => {}
             Event::LocalState(state) => self.node.set_local_state(state),
             Event::Vote(seqno, code) => self.node.vote(seqno, code),
             Event::TransferFailed(joiner) => self.node.transfer_failed(joiner),

@@ -19,6 +19,10 @@
 //! which pushes back through TCP), each writer's queue (frames beyond it are dropped with a
 //! warning) and the delivery channel (the event loop waits for the user to catch up).
 //!
+//! The node's running figures (committed seqno, cache reach, apply queue) do not go through
+//! the event channel: they are kept in atomics the loop reads before every poll, and only an
+//! apply queue that crosses a flow-control trigger wakes it (`gauges.rs`).
+//!
 //! Submissions are cheap: [`RunnerHandle::submit`] numbers the write-set and queues it
 //! without waiting for the event loop. The number it returns is the `submit_id` of the
 //! matching [`Delivery::WriteSet`] (with `local: true`) or [`Delivery::Abandoned`].
@@ -28,6 +32,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod event_loop;
+mod gauges;
 pub mod handshake;
 mod net;
 
@@ -44,6 +49,7 @@ use base::{seeded_rng, Nanos, NodeState, Seqno};
 use group::{Contact, Delivery, GroupConfig, GroupNode, GroupStatus};
 
 use crate::event_loop::{Event, EventLoop, GroupClock};
+use crate::gauges::Gauges;
 use crate::net::Connections;
 
 /// How the member enters the group.
@@ -163,6 +169,8 @@ pub(crate) struct Shared {
     pub(crate) stopping: AtomicBool,
     /// The node's status as of the last poll that changed something.
     pub(crate) status: Mutex<GroupStatus>,
+    /// Its running figures, reported without waking the loop.
+    pub(crate) gauges: Gauges,
 }
 
 impl Shared {
@@ -235,21 +243,37 @@ impl RunnerHandle {
     }
 
     /// Reports the length of the local queue of ordered-but-not-committed write-sets, for
-    /// flow control (`gcs.fc_limit`).
+    /// flow control (`gcs.fc_limit`). Wakes the member only when the length crosses a
+    /// flow-control trigger (see `gauges.rs`); otherwise it reads it at its next poll.
     pub fn report_apply_queue(&self, queued: u64) -> Result<(), Stopped> {
-        self.send(Event::ApplyQueue(queued))
+        if self.shared.stopping() {
+            return Err(Stopped);
+        }
+        if self.shared.gauges.set_apply_queue(queued) {
+            self.send(Event::ApplyQueueCrossed)?;
+        }
+        Ok(())
     }
 
     /// Reports the last seqno this node committed (its part of the commit cut, which the
-    /// write-sets' `safe_seqno` carries).
+    /// write-sets' `safe_seqno` carries). The member reads it at its next poll.
     pub fn report_committed(&self, seqno: Seqno) -> Result<(), Stopped> {
-        self.send(Event::Committed(seqno))
+        if self.shared.stopping() {
+            return Err(Stopped);
+        }
+        self.shared.gauges.set_committed(seqno);
+        Ok(())
     }
 
     /// Reports the oldest seqno this node's write-set cache holds (`UNDEFINED`: none), so
-    /// that donor selection can prefer a member that can serve IST.
+    /// that donor selection can prefer a member that can serve IST. The member reads it at
+    /// its next poll.
     pub fn report_cached(&self, seqno: Seqno) -> Result<(), Stopped> {
-        self.send(Event::Cached(seqno))
+        if self.shared.stopping() {
+            return Err(Stopped);
+        }
+        self.shared.gauges.set_cached_from(seqno);
+        Ok(())
     }
 
     /// Announces a node state change to the group.
@@ -375,6 +399,7 @@ impl GroupRunner {
         let shared = Arc::new(Shared {
             stopping: AtomicBool::new(false),
             status: Mutex::new(node.status()),
+            gauges: Gauges::new(),
         });
         let (events_tx, events_rx) = mpsc::sync_channel(options.event_queue);
         let (deliveries_tx, deliveries_rx) = mpsc::sync_channel(options.delivery_queue);

@@ -12,6 +12,17 @@ use crate::state::{Control, LogEntry};
 /// (at the default 100 ms election timeout: half a second, against 5 s for eviction).
 const FLOW_STOP_SILENCE_ELECTIONS: u64 = 5;
 
+/// The apply queue lengths at which this member's flow-control wish would change. A real
+/// node's shell hands reports to the member without waking it, except one that crosses a
+/// trigger: that one must reach the group at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowTriggers {
+    /// A queue longer than this makes the member ask for a stop (`None`: it already did).
+    pub stop_above: Option<u64>,
+    /// A queue at or below this makes the member lift its stop (`None`: it has none).
+    pub resume_at_or_below: Option<u64>,
+}
+
 /// Flow control as this member sees it.
 #[derive(Default)]
 pub(super) struct FlowControl {
@@ -31,6 +42,22 @@ impl GroupNode {
     /// Reports the node's queue of ordered-but-not-committed actions, for flow control.
     pub fn report_apply_queue(&mut self, queued: u64) {
         self.flow.apply_queue_len = queued;
+    }
+
+    /// The queue lengths that would change this member's flow-control wish now.
+    pub fn flow_triggers(&self) -> FlowTriggers {
+        let members = self.state.members.len();
+        if self.flow.stop_wanted {
+            FlowTriggers {
+                stop_above: None,
+                resume_at_or_below: Some(self.config.fc_resume_at(members)),
+            }
+        } else {
+            FlowTriggers {
+                stop_above: Some(self.config.fc_stop_above(members)),
+                resume_at_or_below: None,
+            }
+        }
     }
 
     /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
