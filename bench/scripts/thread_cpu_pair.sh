@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Where the CPU goes, by thread, for two providers side by side: two 3-node clusters on
+# loopback (A on base port 27300, B on 28300), both up for the whole run, sysbench
+# oltp_write_only (8 tables x 10,000 rows) with THREADS client threads spread over the
+# nodes, REPS alternating pairs of SECONDS each (A first in odd pairs, B first in even).
+# Around every run it reads each mariadbd thread's CPU time and context switches from
+# /proc/<pid>/task/*, and bench/harness/thread_cpu.py sums them per thread name (the
+# provider's threads are named trireme-*) per committed transaction.
+#
+# Usage: bench/scripts/thread_cpu_pair.sh PROVIDER_A PROVIDER_B [--reps N] [--seconds N]
+#                                         [--threads N] [--out DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+[ $# -ge 2 ] || { sed -n '2,11p' "$0" >&2; exit 2; }
+declare -A provider=([A]=$(realpath "$1") [B]=$(realpath "$2"))
+shift 2
+reps=4 seconds=20 threads=8 out=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --reps) reps=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "thread_cpu_pair.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case "$reps$seconds$threads" in
+  *[!0-9]*) echo "thread_cpu_pair.sh: --reps, --seconds and --threads take whole numbers" >&2
+            exit 2 ;;
+esac
+command -v sysbench >/dev/null || apt-get install -y sysbench >/dev/null
+
+trireme=target/release/trireme
+[ -x "$trireme" ] || cargo build --release --quiet -p cli
+work=$(mktemp -d /tmp/trireme-threads-XXXXXX)
+chmod 755 "$work"
+out=${out:-$work/out}
+mkdir -p "$out"
+declare -A port=([A]=27300 [B]=28300)
+cleanup() {
+  for side in A B; do
+    "$trireme" cluster down --dir "$work/$side" >/dev/null 2>&1 || true
+  done
+  rm -rf "$work/A" "$work/B"
+}
+trap cleanup EXIT
+
+common=(--db-driver=mysql --mysql-user=root --mysql-db=sbtest --tables=8 --table-size=10000)
+for side in A B; do
+  timeout 600 "$trireme" cluster up --nodes 3 --dir "$work/$side" \
+    --provider "${provider[$side]}" --base-port "${port[$side]}" >/dev/null
+  "$trireme" cluster sql 1 "CREATE DATABASE sbtest" --dir "$work/$side" >/dev/null
+  timeout 600 sysbench oltp_write_only "${common[@]}" --threads=4 \
+    --mysql-socket="$work/$side/node1/mysqld.sock" prepare >/dev/null
+done
+
+# One line per thread of the side's servers: node, tid, name, CPU ticks, voluntary and
+# involuntary context switches.
+snapshot() {
+  local side=$1 n pid task
+  for n in 1 2 3; do
+    pid=$(cat "$work/$side/node$n/mysqld.pid")
+    for task in /proc/"$pid"/task/*; do
+      # A thread may end between the listing and the reads: skip it.
+      {
+        printf 'node%s %s %s ' "$n" "${task##*/}" "$(tr ' ' '_' < "$task/comm")"
+        printf '%s ' "$(cut -d' ' -f14,15 "$task/stat")"
+        awk '/^voluntary_ctxt/{v=$2} /^nonvoluntary_ctxt/{n=$2} END{print v, n}' "$task/status"
+      } 2>/dev/null || true
+    done
+  done
+}
+
+for rep in $(seq 1 "$reps"); do
+  order="A B"
+  [ $((rep % 2)) = 0 ] && order="B A"
+  for side in $order; do
+    sockets="$work/$side/node1/mysqld.sock,$work/$side/node2/mysqld.sock,$work/$side/node3/mysqld.sock"
+    snapshot "$side" > "$out/$side-r$rep.before"
+    timeout $((seconds + 120)) sysbench oltp_write_only "${common[@]}" --threads="$threads" \
+      --mysql-socket="$sockets" --time="$seconds" --report-interval=0 \
+      --mysql-ignore-errors=1213,1205 run > "$out/$side-r$rep.sysbench.txt"
+    snapshot "$side" > "$out/$side-r$rep.after"
+    echo "$side r$rep: $(grep -oP 'transactions:\s+\d+\s+\(\K[0-9.]+' "$out/$side-r$rep.sysbench.txt") tps"
+  done
+done
+python3 bench/harness/thread_cpu.py "$out" | tee "$out/summary.txt"
+echo "snapshots and summary in $out"
