@@ -6,7 +6,9 @@
 //! report used to wake the loop and run a poll of the whole member, two or three times per
 //! write-set on every node. The member sends these figures on only every few ticks anyway;
 //! flow control is the one that must act at once, so a queue that crosses one of the
-//! member's [`FlowTriggers`] still wakes the loop.
+//! member's [`FlowTriggers`] still wakes the loop. (A report that races with the loop
+//! publishing new triggers may miss its wake-up; the loop reads it at its next tick, one
+//! `tick_interval_ns` later at most.)
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
