@@ -14,16 +14,6 @@ import csv
 import statistics
 import sys
 
-STAGES = [
-    "delivered_us",
-    "certified_us",
-    "picked_us",
-    "apply_entered_us",
-    "commit_asked_us",
-    "commit_entered_us",
-    "commit_left_us",
-    "apply_returned_us",
-]
 
 # Each step: its name, and the stages it runs between.
 STEPS = [
@@ -50,7 +40,13 @@ def load(path):
                 {
                     "seqno": int(row["seqno"]),
                     "local": row["local"] == "1",
-                    **{s: int(row[s]) if row[s] else None for s in STAGES},
+                    # Every other column is a stage's time, blank where the seqno
+                    # did not reach it (the trace's header names them).
+                    **{
+                        stage: int(value) if value else None
+                        for stage, value in row.items()
+                        if stage.endswith("_us")
+                    },
                 }
             )
     if not rows:

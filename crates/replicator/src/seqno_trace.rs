@@ -90,9 +90,10 @@ pub(crate) struct SeqnoTrace {
 }
 
 impl SeqnoTrace {
-    /// A trace for node `node_name`, if the environment asks for one.
+    /// A trace for node `node_name`, if the environment asks for one (an empty value does
+    /// not: it would write into whatever directory the server runs in).
     pub(crate) fn from_environment(node_name: &str) -> Option<SeqnoTrace> {
-        let dir = std::env::var_os(TRACE_DIR_VARIABLE)?;
+        let dir = std::env::var_os(TRACE_DIR_VARIABLE).filter(|dir| !dir.is_empty())?;
         Some(SeqnoTrace::new(Path::new(&dir), node_name))
     }
 
