@@ -8,6 +8,8 @@
 #
 # Usage: bench/scripts/seqno_trace.sh [--provider PATH] [--seconds N] [--threads N]
 #                                     [--appliers N] [--node1] [--out DIR]
+# SERVER_OPTIONS in the environment adds [mysqld] settings to every node, as
+# `trireme cluster up --server-options` takes them (e.g. "innodb_flush_log_at_trx_commit=2").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -47,7 +49,7 @@ trap cleanup EXIT
 
 TRIREME_SEQNO_TRACE_DIR=$out timeout 600 "$trireme" cluster up --nodes 3 --dir "$cluster" \
   --provider "$provider" --base-port 26300 \
-  --server-options "wsrep_slave_threads=$appliers${server_options:+; $server_options}" >/dev/null
+  --server-options "wsrep_slave_threads=$appliers${SERVER_OPTIONS:+; $SERVER_OPTIONS}" >/dev/null
 "$trireme" cluster sql 1 "CREATE DATABASE sbtest" --dir "$cluster" >/dev/null
 echo "appliers per node: $("$trireme" cluster sql 1 "SELECT @@wsrep_slave_threads" --dir "$cluster")"
 common=(--db-driver=mysql --mysql-user=root --mysql-db=sbtest --tables=8 --table-size=10000)
