@@ -47,7 +47,10 @@ pub(crate) enum Stage {
 
 /// How many stages a seqno is timed at.
 const STAGES: usize = 8;
+// A stage indexes its slot's times and the CSV's columns: the last one must be the last.
+const _: () = assert!(Stage::ApplyReturned as usize + 1 == STAGES);
 
+/// The CSV's column of each stage, in [`Stage`] order.
 const STAGE_NAMES: [&str; STAGES] = [
     "delivered_us",
     "certified_us",
