@@ -2,7 +2,7 @@
 //! announces its changes, the apply and commit monitors, the write-set cache, and how the
 //! engine's effects are carried out.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -64,8 +64,6 @@ pub(crate) struct Shared {
     pub(crate) isolated: AtomicBool,
     /// A cache write failed (logged once, not per write-set).
     cache_failed: AtomicBool,
-    /// The oldest cached seqno last reported to the group.
-    cached_reported: AtomicI64,
     /// Threads sending state transfer streams to joiners.
     pub(crate) senders: Mutex<Vec<JoinHandle<()>>>,
     /// Each seqno's way through this node, when profiling asks for it (`seqno_trace.rs`).
@@ -98,7 +96,6 @@ impl Shared {
             cache: Mutex::new(ActionCache::disabled()),
             max_write_set_bytes: AtomicU64::new(DEFAULT_MAX_WRITE_SET_BYTES),
             cache_failed: AtomicBool::new(false),
-            cached_reported: AtomicI64::new(Seqno::UNDEFINED.0),
             senders: Mutex::new(Vec::new()),
             seqno_trace: SeqnoTrace::from_environment(&settings.node_name),
             started: Instant::now(),
@@ -221,10 +218,9 @@ impl Shared {
                 self.app.log(LogLevel::Warning, &message);
             }
         }
-        if self.cached_reported.swap(from.0, Ordering::Relaxed) != from.0 {
-            if let Some(runner) = runner {
-                let _ = runner.report_cached(from);
-            }
+        // A store into the group member's gauges: cheap enough for every write-set.
+        if let Some(runner) = runner {
+            let _ = runner.report_cached(from);
         }
     }
 

@@ -246,9 +246,7 @@ impl RunnerHandle {
     /// flow control (`gcs.fc_limit`). Wakes the member only when the length crosses a
     /// flow-control trigger (see `gauges.rs`); otherwise it reads it at its next poll.
     pub fn report_apply_queue(&self, queued: u64) -> Result<(), Stopped> {
-        if self.shared.stopping() {
-            return Err(Stopped);
-        }
+        self.running()?;
         if self.shared.gauges.set_apply_queue(queued) {
             self.send(Event::ApplyQueueCrossed)?;
         }
@@ -258,9 +256,7 @@ impl RunnerHandle {
     /// Reports the last seqno this node committed (its part of the commit cut, which the
     /// write-sets' `safe_seqno` carries). The member reads it at its next poll.
     pub fn report_committed(&self, seqno: Seqno) -> Result<(), Stopped> {
-        if self.shared.stopping() {
-            return Err(Stopped);
-        }
+        self.running()?;
         self.shared.gauges.set_committed(seqno);
         Ok(())
     }
@@ -269,9 +265,7 @@ impl RunnerHandle {
     /// that donor selection can prefer a member that can serve IST. The member reads it at
     /// its next poll.
     pub fn report_cached(&self, seqno: Seqno) -> Result<(), Stopped> {
-        if self.shared.stopping() {
-            return Err(Stopped);
-        }
+        self.running()?;
         self.shared.gauges.set_cached_from(seqno);
         Ok(())
     }
@@ -317,10 +311,16 @@ impl RunnerHandle {
     }
 
     fn send(&self, event: Event) -> Result<(), Stopped> {
+        self.running()?;
+        self.events.send(event).map_err(|_| Stopped)
+    }
+
+    /// `Err` once the runner is shutting down: nothing new is taken.
+    fn running(&self) -> Result<(), Stopped> {
         if self.shared.stopping() {
             return Err(Stopped);
         }
-        self.events.send(event).map_err(|_| Stopped)
+        Ok(())
     }
 }
 
