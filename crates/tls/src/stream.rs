@@ -46,6 +46,41 @@ impl Stream {
         !matches!(self, Stream::Plain(_))
     }
 
+    /// Sends what it can of `bytes` without waiting for the peer, and returns how many of
+    /// them it took. Plaintext: what the socket took at once. TLS: what the session took
+    /// (all of it unless its buffer is full), encrypted; records the socket could not take
+    /// at once stay in the session ([`Stream::has_unsent`]) and go first at the next write
+    /// or flush.
+    pub fn send_without_waiting(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => send_now(tcp, bytes),
+            Stream::Client(tls) => {
+                let taken = tls.conn.writer().write(bytes)?;
+                while tls.conn.wants_write() {
+                    match tls.conn.write_tls(&mut NoWait(&tls.sock)) {
+                        Ok(0) => break,
+                        Ok(_) => {}
+                        Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(error) => return Err(error),
+                    }
+                }
+                Ok(taken)
+            }
+            // Accepted connections only read (each direction has its own connection).
+            Stream::Server(_) => Ok(0),
+        }
+    }
+
+    /// Whether encrypted records wait in the session for the socket (see
+    /// [`Stream::send_without_waiting`]).
+    pub fn has_unsent(&self) -> bool {
+        match self {
+            Stream::Plain(_) => false,
+            Stream::Client(tls) => tls.conn.wants_write(),
+            Stream::Server(tls) => tls.conn.wants_write(),
+        }
+    }
+
     /// The subject of the certificate the peer presented (TLS only).
     pub fn peer_subject(&self) -> Option<String> {
         let certificates = match self {
@@ -83,6 +118,36 @@ impl Write for Stream {
             Stream::Server(tls) => tls.flush(),
         }
     }
+}
+
+/// Writes to a socket without waiting: what it cannot take at once is `WouldBlock`. A
+/// closed peer is an error, never a SIGPIPE (the server loading us may not ignore it).
+struct NoWait<'a>(&'a TcpStream);
+
+impl Write for NoWait<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        socket2::SockRef::from(self.0)
+            .send_with_flags(bytes, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sends as much of `bytes` as the socket takes at once.
+fn send_now(tcp: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        match NoWait(tcp).write(&bytes[sent..]) {
+            Ok(0) => break,
+            Ok(n) => sent += n,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(sent)
 }
 
 pub(crate) fn connect(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use base::{Nanos, NodeState, Seqno};
 use group::{wire, Delivery, GroupNode, Outgoing};
 
-use crate::net::{SendError, Writer};
+use crate::writer::{SendError, Writer};
 use crate::{Shared, TransportOptions};
 
 /// What the event loop is asked to do.

@@ -5,11 +5,15 @@
 //!   the reader threads, submissions, leave requests, shutdown), ticks the node every
 //!   `tick_interval_ns` of the real clock, drains whatever else is queued so that one
 //!   [`group::GroupNode::poll`] covers a whole batch of events, then hands the node's
-//!   outgoing messages to the writer threads and its deliveries to the user's channel;
+//!   outgoing messages to the peers and its deliveries to the user's channel. A connected
+//!   peer's frames are written by the loop itself when the socket takes them at once and
+//!   nothing of its writer thread is pending (a thread switch saved per message); otherwise
+//!   they go to that writer thread;
 //! - one accept thread takes inbound connections, and one reader thread per connection cuts
 //!   the byte stream into frames with [`group::wire::frame_len`] and forwards whole frames;
 //!   a connection that sends something that is not a group frame is closed;
-//! - one writer thread per destination address connects lazily, batches every frame queued
+//! - one writer thread per destination address connects lazily, writes what the loop could
+//!   not write at once (first the rest of a write the loop started), batches every frame queued
 //!   for that peer into as few writes as possible, and on a connection or write failure drops
 //!   what is queued (Raft retransmits) and tries again after a short back-off. A peer that
 //!   leaves sent data unacknowledged for [`TransportOptions::peer_timeout`] counts as a
@@ -35,6 +39,7 @@ mod event_loop;
 mod gauges;
 pub mod handshake;
 mod net;
+mod writer;
 
 use std::fmt;
 use std::io;
