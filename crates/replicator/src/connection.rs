@@ -393,7 +393,7 @@ impl Replicator {
         if closed {
             self.save_final_state(last_member);
         }
-        self.shared.changed.notify_all();
+        self.shared.notify_everyone();
         self.write_seqno_trace();
     }
 

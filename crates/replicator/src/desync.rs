@@ -42,7 +42,7 @@ impl Replicator {
             if inner.engine.stopped() {
                 inner.engine.resume();
                 drop(inner);
-                shared.changed.notify_all();
+                shared.notify_everyone();
                 return Err(ReplicatorError::NotConnected);
             }
             if inner
@@ -82,6 +82,6 @@ impl Replicator {
     /// Lifts [`Replicator::pause`]: what it held back runs.
     pub fn resume(&self) {
         lock(&self.shared.inner).engine.resume();
-        self.shared.changed.notify_all();
+        self.shared.notify_everyone();
     }
 }

@@ -25,13 +25,23 @@ pub(crate) fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>) {
         match deliveries.recv_timeout(TICK_EVERY) {
             Ok(delivery) => {
                 left_the_group |= matches!(delivery, Delivery::Closed);
+                let routine = matches!(delivery, Delivery::WriteSet { .. });
                 handle(shared, delivery);
+                tick(shared);
+                // A write-set wakes its own waiter (see `on_write_set`); anything else may
+                // end any local transaction's wait.
+                if routine {
+                    shared.changed.notify_all();
+                } else {
+                    shared.notify_everyone();
+                }
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => {
+                tick(shared);
+                shared.notify_everyone();
+            }
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        tick(shared);
-        shared.changed.notify_all();
     }
     for sender in std::mem::take(&mut *lock(&shared.senders)) {
         let _ = sender.join();
@@ -56,12 +66,13 @@ fn handle(shared: &Arc<Shared>, delivery: Delivery) {
     if let Delivery::WriteSet {
         seqno,
         local,
+        submit_id,
         safe_seqno,
         payload,
         ..
     } = delivery
     {
-        on_write_set(shared, seqno, local, safe_seqno, payload.into());
+        on_write_set(shared, seqno, local, submit_id, safe_seqno, payload.into());
         return;
     }
     let now = shared.now();
@@ -77,11 +88,13 @@ fn handle(shared: &Arc<Shared>, delivery: Delivery) {
 
 /// Certifies an ordered write-set: the engine's lock is not held while it is decoded and
 /// certified, nor while it is cached, so the appliers and the local transaction waiting
-/// for its verdict go on meanwhile.
+/// for its verdict go on meanwhile. A local one (`submit_id`: its submission's ticket)
+/// wakes the transaction waiting for it.
 fn on_write_set(
     shared: &Arc<Shared>,
     seqno: Seqno,
     local: bool,
+    submit_id: u64,
     safe_seqno: Seqno,
     payload: Bytes,
 ) {
@@ -97,6 +110,8 @@ fn on_write_set(
     };
     shared.carry_out(pending);
     let Some(job) = job else {
+        // Not certified here (joining, a repeat, or the node fell behind): waits may end.
+        shared.notify_everyone();
         return;
     };
     let started = Instant::now();
@@ -106,9 +121,15 @@ fn on_write_set(
     let pending = {
         let mut inner = lock(&shared.inner);
         inner.engine.finish_write_set(certified);
+        if local {
+            shared.verdict_given(&inner, submit_id);
+        }
         shared.drain(&mut inner)
     };
     shared.trace(seqno, Stage::Certified);
+    if local {
+        shared.notify_verdict(submit_id);
+    }
     shared.changed.notify_all();
     let caching = Instant::now();
     shared.carry_out(pending);

@@ -68,6 +68,6 @@ impl Replicator {
     pub fn sst_sent(&self, state: Gtid, rcode: i32) {
         self.shared
             .with_engine(|engine| engine.sst_sent(state, rcode));
-        self.shared.changed.notify_all();
+        self.shared.notify_everyone();
     }
 }

@@ -46,7 +46,7 @@ impl Replicator {
         let received = self
             .shared
             .with_engine(|engine| engine.sst_received(state, rcode));
-        self.shared.changed.notify_all();
+        self.shared.notify_everyone();
         match received {
             Ok(()) => Ok(()),
             Err(SnapshotRefusal::Failed(rcode)) => {

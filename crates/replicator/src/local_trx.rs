@@ -3,8 +3,8 @@
 //! decisions and the records are the engine's (`engine::local_trx`).
 
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
-use std::time::Instant;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
 
 use base::{KeyType, Seqno};
 use cert::Verdict;
@@ -15,8 +15,13 @@ use transport::RunnerHandle;
 
 use crate::error::ReplicatorError;
 use crate::seqno_trace::Stage;
-use crate::shared::{lock, Inner};
+use crate::shared::{lock, Inner, VerdictWaiter};
 use crate::Replicator;
+
+/// A local transaction waiting for its verdict looks again after this long even if nothing
+/// woke it: it is woken when its write-set is certified and on every event that can end
+/// the wait otherwise, and this bounds the cost of one such event missed.
+const VERDICT_RECHECK: Duration = Duration::from_millis(100);
 
 /// Galera's default `repl.max_ws_size` (2 GiB - 1), until the provider sets its own.
 pub const DEFAULT_MAX_WRITE_SET_BYTES: u64 = (1 << 31) - 1;
@@ -122,9 +127,19 @@ impl Replicator {
     ) -> (MutexGuard<'a, Inner>, Option<(Seqno, Verdict)>) {
         let shared = &self.shared;
         let mut cancel_tried = false;
+        // Registered under the engine's lock, before the first look at the verdict: a
+        // verdict given after that look finds this waiter.
+        let waiter = Arc::new(VerdictWaiter::default());
+        lock(&shared.verdict_waiters).insert(submitted.ticket, Arc::clone(&waiter));
+        let mut waited = false;
         let outcome = loop {
             match inner.engine.poll_verdict(trx_id, cancel_tried) {
                 VerdictPoll::Ordered(seqno, verdict) => {
+                    // Certified while this transaction slept, yet not marked by its
+                    // certification: something else woke it.
+                    if waited && !waiter.given.load(Ordering::Relaxed) {
+                        shared.verdicts_found_late.fetch_add(1, Ordering::Relaxed);
+                    }
                     inner
                         .engine
                         .record_replication_latency(submitted.sent_at.elapsed());
@@ -142,14 +157,24 @@ impl Replicator {
                     }
                 }
                 VerdictPoll::Pending => {
-                    inner = shared
-                        .changed
-                        .wait(inner)
-                        .unwrap_or_else(|p| p.into_inner());
+                    inner = waiter
+                        .wake
+                        .wait_timeout(inner, VERDICT_RECHECK)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                    waited = true;
                 }
             }
         };
+        lock(&shared.verdict_waiters).remove(&submitted.ticket);
         (inner, outcome)
+    }
+
+    /// Local transactions that found their verdict after a wait that their certification
+    /// did not end (the recheck after [`VERDICT_RECHECK`], or a wake-up meant for all):
+    /// each is a wake-up the certification should have given.
+    pub fn verdicts_found_late(&self) -> u64 {
+        self.shared.verdicts_found_late.load(Ordering::Relaxed)
     }
 
     /// Acts on a certified write-set's verdict: a failure passes its seqno in the apply
@@ -237,7 +262,7 @@ impl Replicator {
             }
         }
         // Wake a victim waiting in `certify`, or at the pause gate.
-        self.shared.changed.notify_all();
+        self.shared.notify_everyone();
         outcome
     }
 }

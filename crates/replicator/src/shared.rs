@@ -2,6 +2,7 @@
 //! announces its changes, the apply and commit monitors, the write-set cache, and how the
 //! engine's effects are carried out.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -48,11 +49,29 @@ pub(crate) struct Pending {
     runner: Option<RunnerHandle>,
 }
 
+/// A local transaction waiting for its verdict (see `Shared::verdict_waiters`).
+#[derive(Default)]
+pub(crate) struct VerdictWaiter {
+    /// Used with the engine's lock.
+    pub(crate) wake: Condvar,
+    /// Set under the engine's lock together with the verdict, by the certification.
+    pub(crate) given: AtomicBool,
+}
+
 pub(crate) struct Shared {
     pub(crate) app: Arc<dyn Application>,
     pub(crate) settings: Settings,
     pub(crate) inner: Mutex<Inner>,
+    /// Announces a change of the engine to the threads that wait on it (appliers, pause,
+    /// joins, votes...), except the local transactions waiting for their verdict.
     pub(crate) changed: Condvar,
+    /// Local transactions waiting for their verdict, by their submission's ticket: each
+    /// on its own condvar (used with `inner`), woken when its write-set is certified and by
+    /// the rare events of [`Shared::notify_everyone`], not by every commit and certified
+    /// write-set (with many clients, each of those woke every one of them).
+    pub(crate) verdict_waiters: Mutex<HashMap<u64, Arc<VerdictWaiter>>>,
+    /// Verdicts a waiter found only on its own recheck (see `Replicator::verdicts_found_late`).
+    pub(crate) verdicts_found_late: AtomicU64,
     pub(crate) monitors: Mutex<Option<Arc<Monitors>>>,
     /// `repl.causal_read_timeout`, which may change at runtime.
     pub(crate) causal_read_timeout: Mutex<Duration>,
@@ -90,6 +109,8 @@ impl Shared {
                 runner: None,
             }),
             changed: Condvar::new(),
+            verdict_waiters: Mutex::new(HashMap::new()),
+            verdicts_found_late: AtomicU64::new(0),
             monitors: Mutex::new(None),
             causal_read_timeout: Mutex::new(causal_read_timeout),
             isolated: AtomicBool::new(false),
@@ -100,6 +121,31 @@ impl Shared {
             seqno_trace: SeqnoTrace::from_environment(&settings.node_name),
             started: Instant::now(),
             settings,
+        }
+    }
+
+    /// Wakes every thread waiting for the engine, the local transactions waiting for their
+    /// verdict included: for everything but the routine progress of the pipeline.
+    pub(crate) fn notify_everyone(&self) {
+        self.changed.notify_all();
+        for waiter in lock(&self.verdict_waiters).values() {
+            waiter.wake.notify_all();
+        }
+    }
+
+    /// Wakes the local transaction whose submission `ticket` was certified (marked with
+    /// [`Shared::verdict_given`] under the engine's lock), once that lock is released.
+    pub(crate) fn notify_verdict(&self, ticket: u64) {
+        if let Some(waiter) = lock(&self.verdict_waiters).get(&ticket) {
+            waiter.wake.notify_all();
+        }
+    }
+
+    /// Marks, under the engine's lock, that the submission `ticket` has its verdict: its
+    /// waiter can tell its own wake-up from any other.
+    pub(crate) fn verdict_given(&self, _inner: &Inner, ticket: u64) {
+        if let Some(waiter) = lock(&self.verdict_waiters).get(&ticket) {
+            waiter.given.store(true, Ordering::Relaxed);
         }
     }
 

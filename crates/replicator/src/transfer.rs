@@ -172,7 +172,7 @@ pub(crate) fn receive_transfers(shared: Arc<Shared>, listener: TcpListener, conn
                         shared.app.log(LogLevel::Warning, &message);
                     }
                 }
-                shared.changed.notify_all();
+                shared.notify_everyone();
             }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }

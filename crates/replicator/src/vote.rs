@@ -46,7 +46,7 @@ impl Replicator {
             }
             wait = shared.with_engine(|engine| engine.poll_vote(seqno));
         }
-        shared.changed.notify_all();
+        shared.notify_everyone();
         match wait {
             VoteWait::Inconsistent(message) => Err(ReplicatorError::Inconsistent(message)),
             VoteWait::Consistent | VoteWait::Pending => Ok(()),

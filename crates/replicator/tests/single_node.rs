@@ -448,3 +448,49 @@ fn a_joiner_gets_state_from_a_donor_then_applies_what_followed() {
         let _ = applier.join();
     }
 }
+
+#[test]
+fn concurrent_local_transactions_are_each_woken_by_their_own_certification() {
+    const CLIENTS: u64 = 16;
+    const EACH: u64 = 25;
+    let server = Arc::new(FakeServer::default());
+    let replicator = Arc::new(Replicator::new(server.clone(), settings("node1")));
+    replicator.connect("trireme", "gcomm://", "", true).unwrap();
+    let applier = {
+        let replicator = replicator.clone();
+        std::thread::spawn(move || replicator.recv(RecvContext(1)))
+    };
+    wait_for("synced", || {
+        server.calls.lock().unwrap().iter().any(|c| c == "synced")
+    });
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let replicator = replicator.clone();
+            std::thread::spawn(move || {
+                (0..EACH)
+                    .map(|n| {
+                        let trx = 1 + client * EACH + n;
+                        let outcome = certify_row(&replicator, trx);
+                        commit_certified(&replicator, trx, outcome).0
+                    })
+                    .collect::<Vec<i64>>()
+            })
+        })
+        .collect();
+    let mut seqnos: Vec<i64> = clients
+        .into_iter()
+        .flat_map(|client| client.join().unwrap())
+        .collect();
+    seqnos.sort_unstable();
+    let count = (CLIENTS * EACH) as i64;
+    assert_eq!(
+        seqnos,
+        (2..2 + count).collect::<Vec<_>>(),
+        "every one ordered once"
+    );
+    // Each waiter sleeps on its own condvar; had its certification not woken it, it would
+    // have found its verdict only on the periodic recheck.
+    assert_eq!(replicator.verdicts_found_late(), 0);
+    replicator.shutdown();
+    let _ = applier.join();
+}
