@@ -1,6 +1,7 @@
 //! What the node's threads share: the engine behind one lock ([`Inner`]), the condvar that
-//! announces its changes, the apply and commit monitors, the write-set cache, and how the
-//! engine's effects are carried out.
+//! announces its changes and the local transactions' own ones for their verdicts, the
+//! apply and commit monitors, the write-set cache, and how the engine's effects are
+//! carried out.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -70,7 +71,8 @@ pub(crate) struct Shared {
     /// the rare events of [`Shared::notify_everyone`], not by every commit and certified
     /// write-set (with many clients, each of those woke every one of them).
     pub(crate) verdict_waiters: Mutex<HashMap<u64, Arc<VerdictWaiter>>>,
-    /// Verdicts a waiter found only on its own recheck (see `Replicator::verdicts_found_late`).
+    /// Verdicts found after a wait their certification did not end (see
+    /// `Replicator::verdicts_found_late`).
     pub(crate) verdicts_found_late: AtomicU64,
     pub(crate) monitors: Mutex<Option<Arc<Monitors>>>,
     /// `repl.causal_read_timeout`, which may change at runtime.
