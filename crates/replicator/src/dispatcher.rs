@@ -118,17 +118,19 @@ fn on_write_set(
     let bytes = job.len();
     let certified = job.run();
     let took = started.elapsed();
-    let pending = {
+    let (pending, waiter) = {
         let mut inner = lock(&shared.inner);
         inner.engine.finish_write_set(certified);
-        if local {
-            shared.verdict_given(&inner, submit_id);
-        }
-        shared.drain(&mut inner)
+        let waiter = if local {
+            shared.verdict_given(&inner, submit_id)
+        } else {
+            None
+        };
+        (shared.drain(&mut inner), waiter)
     };
     shared.trace(seqno, Stage::Certified);
-    if local {
-        shared.notify_verdict(submit_id);
+    if let Some(waiter) = waiter {
+        waiter.wake.notify_all();
     }
     shared.changed.notify_all();
     let caching = Instant::now();

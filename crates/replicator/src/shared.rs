@@ -135,20 +135,13 @@ impl Shared {
         }
     }
 
-    /// Wakes the local transaction whose submission `ticket` was certified (marked with
-    /// [`Shared::verdict_given`] under the engine's lock), once that lock is released.
-    pub(crate) fn notify_verdict(&self, ticket: u64) {
-        if let Some(waiter) = lock(&self.verdict_waiters).get(&ticket) {
-            waiter.wake.notify_all();
-        }
-    }
-
-    /// Marks, under the engine's lock, that the submission `ticket` has its verdict: its
-    /// waiter can tell its own wake-up from any other.
-    pub(crate) fn verdict_given(&self, _inner: &Inner, ticket: u64) {
-        if let Some(waiter) = lock(&self.verdict_waiters).get(&ticket) {
-            waiter.given.store(true, Ordering::Relaxed);
-        }
+    /// Marks, under the engine's lock, that the submission `ticket` has its verdict (its
+    /// waiter can tell its own wake-up from any other), and returns that waiter, to wake
+    /// once the lock is released.
+    pub(crate) fn verdict_given(&self, _inner: &Inner, ticket: u64) -> Option<Arc<VerdictWaiter>> {
+        let waiter = lock(&self.verdict_waiters).get(&ticket).cloned()?;
+        waiter.given.store(true, Ordering::Relaxed);
+        Some(waiter)
     }
 
     /// Notes that `seqno` reached `stage`, if the pipeline is being traced.
