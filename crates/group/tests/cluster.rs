@@ -310,6 +310,36 @@ fn flow_triggers_are_the_queue_lengths_that_change_the_member_s_wish() {
 }
 
 #[test]
+fn a_member_that_may_not_pause_the_group_has_no_flow_trigger_until_it_may() {
+    let mut cluster = Cluster::new(3);
+    for index in 0..3 {
+        cluster.node(index).set_local_state(NodeState::Synced);
+    }
+    cluster.node(1).set_local_state(NodeState::Joiner);
+    cluster.run(10);
+    cluster.node(1).report_apply_queue(4096);
+    cluster.run(10);
+    assert!(
+        !cluster.node(0).status().paused,
+        "a joiner never pauses the group"
+    );
+    assert_eq!(
+        cluster.node(1).flow_triggers(),
+        FlowTriggers {
+            stop_above: None,
+            resume_at_or_below: None
+        },
+        "no queue length changes a joiner's wish"
+    );
+    cluster.node(1).set_local_state(NodeState::Synced);
+    cluster.run(10);
+    assert!(
+        cluster.node(0).status().paused,
+        "synced with its queue still long, it stops the group at its next poll"
+    );
+}
+
+#[test]
 fn flow_control_pauses_ordering_and_donors_never_pause() {
     let mut cluster = Cluster::new(3);
     for index in 0..3 {

@@ -56,7 +56,7 @@ impl GroupNode {
         if !self.member || !self.primary {
             return;
         }
-        let may_pause = self.local_state.may_send_flow_control();
+        let may_pause = self.may_pause_the_group();
         let members = self.state.members.len();
         if may_pause
             && !self.flow.stop_wanted

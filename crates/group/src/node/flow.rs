@@ -44,7 +44,11 @@ impl GroupNode {
         self.flow.apply_queue_len = queued;
     }
 
-    /// The queue lengths that would change this member's flow-control wish now.
+    /// The queue lengths that would change this member's flow-control wish now. A member
+    /// that may not pause the group (a joiner, a donor, one outside the primary component)
+    /// has no stop trigger: its queue, however long, changes nothing (a joiner's stays
+    /// thousands long through its IST, and a trigger below it woke the loop at every
+    /// write-set it applied). When it may pause again, the next poll reads its queue.
     pub fn flow_triggers(&self) -> FlowTriggers {
         let members = self.state.members.len();
         if self.flow.stop_wanted {
@@ -52,12 +56,22 @@ impl GroupNode {
                 stop_above: None,
                 resume_at_or_below: Some(self.config.fc_resume_at(members)),
             }
-        } else {
+        } else if self.may_pause_the_group() {
             FlowTriggers {
                 stop_above: Some(self.config.fc_stop_above(members)),
                 resume_at_or_below: None,
             }
+        } else {
+            FlowTriggers {
+                stop_above: None,
+                resume_at_or_below: None,
+            }
         }
+    }
+
+    /// Whether this member's queue may stop the group now (as `send_controls` decides).
+    pub(super) fn may_pause_the_group(&self) -> bool {
+        self.member && self.primary && self.local_state.may_send_flow_control()
     }
 
     /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
