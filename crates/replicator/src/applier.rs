@@ -13,6 +13,7 @@ use crate::app::{ApplyAction, LogLevel, Meta, RecvContext};
 use crate::error::ReplicatorError;
 use crate::seqno_trace::Stage;
 use crate::shared::{lock, Monitors};
+use crate::transfer;
 use crate::Replicator;
 
 /// Write-sets at least this large are logged with how long this node took over them: a
@@ -55,7 +56,10 @@ impl Replicator {
         let mut inner = lock(&shared.inner);
         loop {
             match inner.engine.next_task() {
-                NextTask::Run(task) => return Ok(task),
+                NextTask::Run(task) => {
+                    transfer::wake_receiver_if_room(shared, &mut inner);
+                    return Ok(task);
+                }
                 NextTask::Inconsistent => {
                     return Err(ReplicatorError::Inconsistent(
                         "this node left the cluster: its data is inconsistent".into(),

@@ -1,7 +1,7 @@
 //! A timeline per seqno, for profiling the apply and commit pipeline: when each write-set
-//! was delivered in order, certified and handed out, taken by an applier, admitted by the
-//! apply monitor, applied (the server asks for commit order), admitted to commit order, let
-//! out of it, and done with on the applier.
+//! was delivered in order (or received by IST), certified and handed out, taken by an
+//! applier, admitted by the apply monitor, applied (the server asks for commit order),
+//! admitted to commit order, let out of it, and done with on the applier.
 //!
 //! Off unless the server's environment names a directory in [`TRACE_DIR_VARIABLE`] (a
 //! profiling tool, like `RUST_LOG`, not a setting a DBA keeps in my.cnf). The node then
@@ -27,9 +27,11 @@ pub const TRACE_CAPACITY: usize = 1 << 18;
 /// The points of a seqno's way through this node, in the order it passes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
-    /// The dispatcher took the ordered write-set from the group.
+    /// The dispatcher took the ordered write-set from the group (or the IST receiver read
+    /// it from its donor's stream).
     Delivered,
-    /// Certified, and handed to its waiting client or queued for the appliers.
+    /// Certified, and handed to its waiting client or queued for the appliers (an IST
+    /// record: queued, with the verdict its donor reached).
     Certified,
     /// An applier took it from the queue (remote write-sets only).
     Picked,

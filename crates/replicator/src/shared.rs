@@ -41,6 +41,8 @@ impl Monitors {
 pub(crate) struct Inner {
     pub(crate) engine: NodeEngine,
     pub(crate) runner: Option<RunnerHandle>,
+    /// The IST receiver waits on `Shared::ist_room` for the appliers' queue to shorten.
+    pub(crate) ist_receiver_waiting: bool,
 }
 
 /// Effects taken from the engine under the lock, to carry out without it.
@@ -71,6 +73,9 @@ pub(crate) struct Shared {
     /// the rare events of [`Shared::notify_everyone`], not by every commit and certified
     /// write-set (with many clients, each of those woke every one of them).
     pub(crate) verdict_waiters: Mutex<HashMap<u64, Arc<VerdictWaiter>>>,
+    /// The IST receiver waits here (with `inner`) for room in the appliers' queue: woken by
+    /// the applier that shortens it enough, and by [`Shared::notify_everyone`].
+    pub(crate) ist_room: Condvar,
     /// Verdicts found after a wait their certification did not end (see
     /// `Replicator::verdicts_found_late`).
     pub(crate) verdicts_found_late: AtomicU64,
@@ -109,9 +114,11 @@ impl Shared {
             inner: Mutex::new(Inner {
                 engine,
                 runner: None,
+                ist_receiver_waiting: false,
             }),
             changed: Condvar::new(),
             verdict_waiters: Mutex::new(HashMap::new()),
+            ist_room: Condvar::new(),
             verdicts_found_late: AtomicU64::new(0),
             monitors: Mutex::new(None),
             causal_read_timeout: Mutex::new(causal_read_timeout),
@@ -130,6 +137,7 @@ impl Shared {
     /// verdict included: for everything but the routine progress of the pipeline.
     pub(crate) fn notify_everyone(&self) {
         self.changed.notify_all();
+        self.ist_room.notify_all();
         for waiter in lock(&self.verdict_waiters).values() {
             waiter.wake.notify_all();
         }

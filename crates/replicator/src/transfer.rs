@@ -1,12 +1,12 @@
 //! State transfer between a donor and its joiner, on the node's threads: the stream a donor
 //! sends to the joiner's `ist.recv_addr` ([`engine::ist`]), and the joiner's receiver, which
-//! hands what it reads to the engine (`engine::transfer_in`) record by record. The choice
+//! hands what it reads to the engine (`engine::transfer_in`), a batch of records at a time. The choice
 //! between IST and SST is the engine's.
 
 use std::io::{BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -14,12 +14,24 @@ use base::Seqno;
 use engine::ist::{self, Header, IstError, Outcome, RecordReader};
 use engine::{OutgoingTransfer, SnapshotWait, StreamNext};
 
-use crate::shared::{lock, Shared};
+use crate::seqno_trace::Stage;
+use crate::shared::{lock, Inner, Shared};
 use crate::LogLevel;
 
-/// Receive-queue length above which the IST receiver waits for the appliers: a long IST
-/// must not pile up in memory faster than the server applies it.
+/// Receive-queue length at which the IST receiver waits for the appliers: a long IST must
+/// not pile up in memory faster than the server applies it.
 const IST_QUEUE_LIMIT: usize = 4096;
+/// Queue length at which the appliers wake a receiver waiting for room: it then queues a
+/// good stretch at a time instead of waking for every task an applier takes.
+const IST_QUEUE_RESUME_AT: usize = IST_QUEUE_LIMIT / 2;
+/// Records read from the stream and queued together, at most (one take of the engine's
+/// lock and one wake-up of the appliers for them all).
+const IST_BATCH_RECORDS: usize = 64;
+/// Payload bytes queued together, at most: large write-sets go one or a few at a time.
+const IST_BATCH_BYTES: usize = 4 << 20;
+/// How often a receiver waiting for room looks again without being woken (it is woken by
+/// the appliers, and by every rare change of the engine).
+const ROOM_RECHECK: Duration = Duration::from_millis(100);
 /// How long a donor may take to connect, and a joiner waits for a stalled stream.
 const STREAM_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a connection to the IST port may take for TLS and the stream's header. Short,
@@ -37,6 +49,8 @@ const FAULT_CUT_IST_AFTER: &str = "TRIREME_FAULT_CUT_IST_AFTER";
 static FAULT_CUT_DONE: AtomicBool = AtomicBool::new(false);
 
 const _: () = assert!(HEADER_TIMEOUT.as_secs() < STREAM_TIMEOUT.as_secs());
+// A woken receiver has room for at least one whole batch.
+const _: () = assert!(IST_BATCH_RECORDS <= IST_QUEUE_LIMIT - IST_QUEUE_RESUME_AT);
 
 /// The injected cut for this stream, if any (see [`FAULT_CUT_IST_AFTER`]).
 fn injected_cut() -> Option<u64> {
@@ -235,40 +249,91 @@ fn receive_one(shared: &Arc<Shared>, stream: tls::Stream, peer: &str) {
 }
 
 /// Waits until the server reports its snapshot (for IST, its own position), then hands
-/// every record after it to the engine; returns the number of records received.
+/// every record after it to the engine; returns the number of records received. Records
+/// already read are queued together, under one take of the engine's lock and with one
+/// wake-up of the appliers, before the receiver waits for more bytes.
 fn receive_records(
     shared: &Arc<Shared>,
-    input: &mut impl std::io::Read,
+    input: &mut BufReader<tls::Stream>,
     header: &Header,
 ) -> Result<u64, IstError> {
     let position = wait_for_snapshot(shared)?;
     shared.with_engine(|engine| engine.ist_begins(header, position))?;
     let mut reader = RecordReader::new(header);
     let mut received = 0u64;
+    let mut batch = Vec::with_capacity(IST_BATCH_RECORDS);
+    let mut batch_bytes = 0usize;
     while let Some(action) = reader.next(input)? {
-        let pending = {
-            let mut inner = lock(&shared.inner);
-            while inner.engine.tasks().len() >= IST_QUEUE_LIMIT && !inner.engine.stopped() {
-                let (guard, _) = shared
-                    .changed
-                    .wait_timeout(inner, Duration::from_millis(100))
-                    .unwrap_or_else(|p| p.into_inner());
-                inner = guard;
-            }
-            if inner.engine.stopped() {
-                return Err(IstError::Truncated {
-                    after: reader.received_upto(),
-                    reason: "the node is closing".into(),
-                });
-            }
-            inner.engine.ist_record(header.cluster, action, position)?;
-            shared.drain(&mut inner)
-        };
+        if let Some(trace) = &shared.seqno_trace {
+            trace.delivered(action.seqno, false);
+        }
+        batch_bytes += action.payload.len();
+        batch.push(action);
         received += 1;
-        shared.changed.notify_all();
-        shared.carry_out(pending);
+        let more_at_hand = !input.buffer().is_empty();
+        if batch.len() >= IST_BATCH_RECORDS || batch_bytes >= IST_BATCH_BYTES || !more_at_hand {
+            queue_records(shared, header, position, &mut batch)?;
+            batch_bytes = 0;
+        }
     }
+    queue_records(shared, header, position, &mut batch)?;
     Ok(received)
+}
+
+/// Queues `batch` (emptied) for the appliers once the queue has room, and caches it.
+fn queue_records(
+    shared: &Arc<Shared>,
+    header: &Header,
+    position: Seqno,
+    batch: &mut Vec<ist::Action>,
+) -> Result<(), IstError> {
+    let Some(first) = batch.first().map(|action| action.seqno) else {
+        return Ok(());
+    };
+    let pending = {
+        let mut inner = wait_for_room(shared);
+        if inner.engine.stopped() {
+            return Err(IstError::Truncated {
+                after: first.prev(),
+                reason: "the node is closing".into(),
+            });
+        }
+        for action in batch.drain(..) {
+            let seqno = action.seqno;
+            inner.engine.ist_record(header.cluster, action, position)?;
+            shared.trace(seqno, Stage::Certified);
+        }
+        shared.drain(&mut inner)
+    };
+    shared.changed.notify_all();
+    shared.carry_out(pending);
+    Ok(())
+}
+
+/// The engine's lock, once the appliers' queue is shorter than [`IST_QUEUE_LIMIT`] (or the
+/// node closes). While the receiver waits, the applier that takes the queue down to
+/// [`IST_QUEUE_RESUME_AT`] wakes it ([`wake_receiver_if_room`]), not every task.
+fn wait_for_room(shared: &Shared) -> MutexGuard<'_, Inner> {
+    let mut inner = lock(&shared.inner);
+    while inner.engine.tasks().len() >= IST_QUEUE_LIMIT && !inner.engine.stopped() {
+        inner.ist_receiver_waiting = true;
+        let (guard, _) = shared
+            .ist_room
+            .wait_timeout(inner, ROOM_RECHECK)
+            .unwrap_or_else(|p| p.into_inner());
+        inner = guard;
+    }
+    inner.ist_receiver_waiting = false;
+    inner
+}
+
+/// Called by an applier that took a task, under the engine's lock: wakes the IST receiver
+/// waiting for room once the queue is down to [`IST_QUEUE_RESUME_AT`].
+pub(crate) fn wake_receiver_if_room(shared: &Shared, inner: &mut Inner) {
+    if inner.ist_receiver_waiting && inner.engine.tasks().len() <= IST_QUEUE_RESUME_AT {
+        inner.ist_receiver_waiting = false;
+        shared.ist_room.notify_one();
+    }
 }
 
 fn wait_for_snapshot(shared: &Shared) -> Result<Seqno, IstError> {
