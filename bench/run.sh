@@ -19,11 +19,13 @@ Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR
   --provider-b     provider B (default: /usr/lib/galera/libgalera_smm.so)
   --out DIR        where report.md, plots and raw results go (default: bench-out/<timestamp>)
   --only LIST      comma-separated subset of the scenarios
-                   write-node1, write-spread, overhead, frozen, failover, ist, large-trx
-                   (a DELETE of 800,000 of 1,000,000 rows, quick 160,000 of 200,000, in one
-                   transaction without streaming replication and with fragments of 1000
-                   and 10000 rows, under oltp_write_only on another node; about 8 minutes,
-                   quick 3), and sst (SST of provider A under load by the trireme, rsync
+                   write-node1, write-spread, overhead, frozen, failover, ist (node 3
+                   catching up by IST at 1, 2 and 4 appliers, and the ceiling: MariaDB's
+                   parallel replication applying the same load as an async replica),
+                   large-trx (a DELETE of 800,000 of 1,000,000 rows, quick 160,000 of
+                   200,000, in one transaction without streaming replication and with
+                   fragments of 1000 and 10000 rows, under oltp_write_only on another
+                   node; about 8 minutes, quick 3), and sst (SST of provider A under load by the trireme, rsync
                    and mariabackup methods, with tar and cp as ceilings: 2 x 100,000 rows
                    quick, 8 x 1,000,000 rows otherwise, about 15 minutes; not run unless
                    named), and partition (3 hosts in network namespaces, sysbench across
@@ -711,6 +713,12 @@ if selected ist; then
     run_bounded "$(capped 1800)" "$log_file" \
     "$root/bench/scripts/ist_pair.sh" "$ist_write_sets" "$ist_appliers" \
     || incident "the IST scenario failed: see run.log"
+  log "IST ceiling: an async replica applies $ist_write_sets transactions, appliers $ist_appliers"
+  record_cmd "ist-ceiling" "$root/bench/scripts/async_ceiling.sh" "$ist_write_sets" "$ist_appliers"
+  TRIREME_BENCH_OUT=$out TRIREME_CLI=$trireme CEILING_PROVIDER=$provider_a \
+    CEILING_PORT=$((port_a + 5000)) run_bounded "$(capped 1200)" "$log_file" \
+    "$root/bench/scripts/async_ceiling.sh" "$ist_write_sets" "$ist_appliers" \
+    || incident "the IST ceiling (async replica) failed: see run.log"
 fi
 
 # The large transaction runs a pair of clusters of its own (bench/scripts/large_trx_pair.sh),

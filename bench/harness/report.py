@@ -546,6 +546,40 @@ def median_offset(runs, event):
     return statistics.median(values) if values else None
 
 
+def ist_ceiling_section(add, tsv, ist_rows, names):
+    """The async replica's apply rate per applier count, and each provider's IST rate as a
+    fraction of it; None when the ceiling was not measured."""
+    if not tsv.is_file():
+        add("The async-replica ceiling was not measured (`bench/scripts/async_ceiling.sh`).")
+        add("")
+        return None
+    add("The ceiling: MariaDB's own parallel replication applying oltp_write_only "
+        "transactions from a standalone primary's binary log as an async replica "
+        "(`slave_parallel_threads` = appliers, `slave_parallel_mode=optimistic`, the binary "
+        "log fetched before the apply is timed, the same my.cnf, timed as IST is). Command: "
+        "`bench/scripts/async_ceiling.sh`.")
+    add("")
+    add(f"| appliers | transactions | ceiling s | ceiling /s | {names['A']} IST / ceiling | "
+        f"{names['B']} IST / ceiling |")
+    add("|---:|---:|---:|---:|---:|---:|")
+    ceiling = {}
+    for line in tsv.read_text().splitlines()[1:]:
+        cells = line.split("\t")
+        if len(cells) != 4:
+            continue
+        appliers, transactions, seconds, rate = cells
+        rate = to_float(rate)
+        fractions = {}
+        for side in ("A", "B"):
+            ist = ist_rows.get((side, appliers))
+            fractions[side] = ist[2] / rate if ist and ist[2] and rate else None
+        add(f"| {appliers} | {transactions} | {seconds} | {fmt_num(rate, 0)} | "
+            f"{fmt_ratio(fractions['A'])} | {fmt_ratio(fractions['B'])} |")
+        ceiling[appliers] = {"rate": rate, "A": fractions["A"], "B": fractions["B"]}
+    add("")
+    return ceiling
+
+
 def plot_disturbance(out, scenario, runs_by_side, names, title):
     """Per-second tps of every repetition (thin) and their per-second median (thick)."""
     import matplotlib.pyplot as plt
@@ -1296,6 +1330,8 @@ def main():
             ist_results[appliers] = {"A": a, "B": b}
         add("")
         results["ist"] = ist_results
+        results["ist_ceiling"] = ist_ceiling_section(add, out / "ist_ceiling.tsv", rows,
+                                                     names)
 
     number = 6
     sst_tsv = out / "sst.tsv"
