@@ -2,9 +2,12 @@
 //!
 //! MariaDB calls the provider from its own threads (appliers inside `recv`, client threads in
 //! `certify` and `commit_order_enter`), and those calls must block until their seqno's turn.
-//! [`BlockingMonitor`] puts one [`Monitor`] behind a `Mutex` and wakes waiters through one
-//! `Condvar` with `notify_all` whenever `last_left` moves or an interrupt arrives; every wait
-//! re-checks its own condition, so the scheme is simple rather than clever.
+//! [`BlockingMonitor`] puts one [`Monitor`] behind a `Mutex`. A thread waiting to enter
+//! sleeps on a condvar of its own, and a leave wakes exactly the waiters it let in (for
+//! commit order, the one next seqno): with many clients waiting for their turn, waking them
+//! all at every commit cost each of them a context switch only to sleep again. The rarer
+//! waits (for a seqno to leave, or for room in the window) share one condvar, signalled only
+//! when someone waits on it. Every wait re-checks its own condition under the lock.
 //!
 //! Deadlock freedom: there is one lock, nothing is called while holding it except the pure
 //! monitor, and every wait is for `last_left` to grow, which only depends on earlier seqnos.
@@ -12,9 +15,9 @@
 //! If a thread panics while holding the lock (a broken ordering invariant), the lock is
 //! poisoned and every waiter is woken so that it panics too, instead of hanging forever.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use base::Seqno;
@@ -55,7 +58,8 @@ pub struct BlockingMonitor {
     /// A copy of the monitor's name, readable without the lock (and after poisoning).
     name: &'static str,
     state: Mutex<State>,
-    /// Signalled (notify_all) whenever `last_left` grows or an interrupt is recorded.
+    /// Signalled (notify_all) when `last_left` grows while a thread waits in
+    /// [`BlockingMonitor::wait_left`] or [`BlockingMonitor::self_cancel`].
     changed: Condvar,
 }
 
@@ -64,8 +68,19 @@ struct State {
     /// Seqnos whose next (or current) wait to enter must fail with `Interrupted`. Every member
     /// is pending in `monitor`: it is removed when the wait fails or the seqno self-cancels.
     interrupted: BTreeSet<Seqno>,
-    /// Threads blocked in `enter`, `enter_timeout` or `self_cancel`.
-    waiting_count: usize,
+    /// The threads blocked in `enter` or `enter_timeout`, by the seqno each waits to enter
+    /// (one thread per seqno: a seqno has one holder).
+    entering: HashMap<Seqno, EnterWaiter>,
+    /// Threads blocked in `wait_left` or `self_cancel` (on `changed`).
+    others_waiting: usize,
+    /// Wake-ups of threads waiting to enter that found they could not yet.
+    futile_wakeups: u64,
+}
+
+/// A thread waiting to enter a seqno, on its own condvar.
+struct EnterWaiter {
+    depends_on: Seqno,
+    wake: Arc<Condvar>,
 }
 
 impl State {
@@ -73,18 +88,39 @@ impl State {
     fn enter_wait_over(&self, seqno: Seqno, depends_on: Seqno) -> bool {
         self.interrupted.contains(&seqno) || self.monitor.can_enter(seqno, depends_on).is_ok()
     }
+
+    /// The condvars of the threads whose wait to enter is over now, to signal once the lock
+    /// is released.
+    fn ready_to_enter(&self) -> Vec<Arc<Condvar>> {
+        self.entering
+            .iter()
+            .filter(|(seqno, waiter)| self.enter_wait_over(**seqno, waiter.depends_on))
+            .map(|(_, waiter)| Arc::clone(&waiter.wake))
+            .collect()
+    }
+}
+
+/// Who must be woken after `last_left` grew: taken under the lock, signalled after it.
+#[must_use = "the waiters must be woken"]
+struct Wakeups {
+    enter: Vec<Arc<Condvar>>,
+    others: bool,
 }
 
 /// Wakes every waiter if dropped during a panic, so that they see the poisoned lock.
 ///
 /// Declared before the lock guard, it is dropped after it: the lock is already poisoned and
 /// released when the waiters wake.
-struct WakeOnPanic<'a>(&'a Condvar);
+struct WakeOnPanic<'a>(&'a BlockingMonitor);
 
 impl Drop for WakeOnPanic<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.notify_all();
+            self.0.changed.notify_all();
+            let state = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+            for waiter in state.entering.values() {
+                waiter.wake.notify_all();
+            }
         }
     }
 }
@@ -108,7 +144,9 @@ impl BlockingMonitor {
             state: Mutex::new(State {
                 monitor,
                 interrupted: BTreeSet::new(),
-                waiting_count: 0,
+                entering: HashMap::new(),
+                others_waiting: 0,
+                futile_wakeups: 0,
             }),
             changed: Condvar::new(),
         }
@@ -157,25 +195,23 @@ impl BlockingMonitor {
         depends_on: Seqno,
         timeout: Option<Duration>,
     ) -> Result<(), EnterError> {
-        let _wake = WakeOnPanic(&self.changed);
+        let _wake = WakeOnPanic(self);
         let mut state = self.lock();
         // The first check runs before any waiting, so misuse panics at once.
         if !state.enter_wait_over(seqno, depends_on) {
-            state.waiting_count += 1;
-            let keep_waiting = |state: &mut State| !state.enter_wait_over(seqno, depends_on);
-            state = match timeout {
-                None => self
-                    .changed
-                    .wait_while(state, keep_waiting)
-                    .unwrap_or_else(|_| poisoned(self.name)),
-                Some(timeout) => {
-                    self.changed
-                        .wait_timeout_while(state, timeout, keep_waiting)
-                        .unwrap_or_else(|_| poisoned(self.name))
-                        .0
-                }
+            let wake = Arc::new(Condvar::new());
+            let waiter = EnterWaiter {
+                depends_on,
+                wake: Arc::clone(&wake),
             };
-            state.waiting_count -= 1;
+            let earlier = state.entering.insert(seqno, waiter);
+            assert!(
+                earlier.is_none(),
+                "{} monitor: two threads wait to enter {seqno:?}",
+                self.name
+            );
+            state = self.wait_to_enter(state, &wake, seqno, depends_on, timeout);
+            state.entering.remove(&seqno);
         }
         if state.interrupted.remove(&seqno) {
             return Err(Interrupted { seqno }.into());
@@ -194,15 +230,69 @@ impl BlockingMonitor {
         }
     }
 
+    /// Sleeps on `wake` until `seqno` may enter (or is interrupted), or `timeout` elapses;
+    /// counts the wake-ups that found it could not enter yet.
+    fn wait_to_enter<'a>(
+        &'a self,
+        state: MutexGuard<'a, State>,
+        wake: &Condvar,
+        seqno: Seqno,
+        depends_on: Seqno,
+        timeout: Option<Duration>,
+    ) -> MutexGuard<'a, State> {
+        let mut woken = false;
+        let keep_waiting = |state: &mut State| {
+            let wait = !state.enter_wait_over(seqno, depends_on);
+            if wait && woken {
+                state.futile_wakeups += 1;
+            }
+            woken = true;
+            wait
+        };
+        match timeout {
+            None => wake
+                .wait_while(state, keep_waiting)
+                .unwrap_or_else(|_| poisoned(self.name)),
+            Some(timeout) => {
+                wake.wait_timeout_while(state, timeout, keep_waiting)
+                    .unwrap_or_else(|_| poisoned(self.name))
+                    .0
+            }
+        }
+    }
+
     /// Leaves `seqno`, which must have entered; see [`Monitor::leave`].
     pub fn leave(&self, seqno: Seqno) {
-        let _wake = WakeOnPanic(&self.changed);
+        let _wake = WakeOnPanic(self);
         let mut state = self.lock();
         let before = state.monitor.last_left();
         state.monitor.leave(seqno);
-        let advanced = state.monitor.last_left() != before;
+        let wakeups = self.wakeups_after(&state, before);
         drop(state);
-        if advanced {
+        self.wake(wakeups);
+    }
+
+    /// Who must be woken now that `last_left` may have grown from `before`: the threads it
+    /// lets enter, and the others' condvar if anyone waits on it.
+    fn wakeups_after(&self, state: &State, before: Seqno) -> Wakeups {
+        if state.monitor.last_left() == before {
+            return Wakeups {
+                enter: Vec::new(),
+                others: false,
+            };
+        }
+        Wakeups {
+            enter: state.ready_to_enter(),
+            others: state.others_waiting > 0,
+        }
+    }
+
+    /// Signals what [`BlockingMonitor::wakeups_after`] found, with the lock released.
+    fn wake(&self, wakeups: Wakeups) {
+        for wake in wakeups.enter {
+            wake.notify_one();
+        }
+        if wakeups.others {
             self.changed.notify_all();
         }
     }
@@ -212,15 +302,15 @@ impl BlockingMonitor {
     /// Blocks while `seqno` is beyond the window (earlier seqnos will make room). Also drops
     /// a pending interrupt of `seqno`, which no longer has anything to interrupt.
     pub fn self_cancel(&self, seqno: Seqno) {
-        let _wake = WakeOnPanic(&self.changed);
+        let _wake = WakeOnPanic(self);
         let mut state = self.lock();
         if state.monitor.can_self_cancel(seqno).is_err() {
-            state.waiting_count += 1;
+            state.others_waiting += 1;
             state = self
                 .changed
                 .wait_while(state, |state| state.monitor.can_self_cancel(seqno).is_err())
                 .unwrap_or_else(|_| poisoned(self.name));
-            state.waiting_count -= 1;
+            state.others_waiting -= 1;
         }
         state.interrupted.remove(&seqno);
         let before = state.monitor.last_left();
@@ -230,11 +320,9 @@ impl BlockingMonitor {
                 self.name
             );
         }
-        let advanced = state.monitor.last_left() != before;
+        let wakeups = self.wakeups_after(&state, before);
         drop(state);
-        if advanced {
-            self.changed.notify_all();
-        }
+        self.wake(wakeups);
     }
 
     /// Makes the current or next wait to enter `seqno` return [`Interrupted`].
@@ -250,8 +338,11 @@ impl BlockingMonitor {
             return false;
         }
         state.interrupted.insert(seqno);
+        let waiter = state.entering.get(&seqno).map(|w| Arc::clone(&w.wake));
         drop(state);
-        self.changed.notify_all();
+        if let Some(wake) = waiter {
+            wake.notify_one();
+        }
         true
     }
 
@@ -259,11 +350,16 @@ impl BlockingMonitor {
     ///
     /// Returns whether `seqno` has left (used for causal reads, `sync_wait`).
     pub fn wait_left(&self, seqno: Seqno, timeout: Duration) -> bool {
-        let state = self.lock();
-        let (state, _) = self
+        let mut state = self.lock();
+        if state.monitor.is_left(seqno) {
+            return true;
+        }
+        state.others_waiting += 1;
+        let (mut state, _) = self
             .changed
             .wait_timeout_while(state, timeout, |state| !state.monitor.is_left(seqno))
             .unwrap_or_else(|_| poisoned(self.name));
+        state.others_waiting -= 1;
         state.monitor.is_left(seqno)
     }
 
@@ -284,13 +380,20 @@ impl BlockingMonitor {
 
     /// How many threads are blocked in `enter`, `enter_timeout` or `self_cancel` now.
     pub fn waiting_count(&self) -> usize {
-        self.lock().waiting_count
+        let state = self.lock();
+        state.entering.len() + state.others_waiting
+    }
+
+    /// How many times a thread waiting to enter woke and found it could not enter yet
+    /// (spurious wake-ups included): each one a context switch spent for nothing.
+    pub fn futile_wakeups(&self) -> u64 {
+        self.lock().futile_wakeups
     }
 
     /// Checks the monitor's invariants and the wrapper's own; see
     /// [`Monitor::check_invariants`].
     pub fn check_invariants(&self) {
-        let _wake = WakeOnPanic(&self.changed);
+        let _wake = WakeOnPanic(self);
         let state = self.lock();
         state.monitor.check_invariants();
         for seqno in &state.interrupted {
@@ -315,7 +418,8 @@ impl fmt::Debug for BlockingMonitor {
         if let Ok(state) = self.state.try_lock() {
             debug
                 .field("monitor", &state.monitor)
-                .field("waiting_count", &state.waiting_count);
+                .field("entering", &state.entering.len())
+                .field("others_waiting", &state.others_waiting);
         }
         debug.finish_non_exhaustive()
     }

@@ -135,6 +135,39 @@ fn threads_respect_a_small_window() {
 }
 
 #[test]
+fn a_leave_wakes_only_the_committer_it_lets_in() {
+    const WAITERS: i64 = 8;
+    let commit = BlockingMonitor::new("commit", Policy::Commit, s(0), DEFAULT_WINDOW);
+    commit.enter(s(1), s(0)).unwrap();
+    let order = Mutex::new(Vec::new());
+    thread::scope(|scope| {
+        for seqno in 2..=WAITERS + 1 {
+            let (commit, order) = (&commit, &order);
+            scope.spawn(move || {
+                enter_or_fail(commit, s(seqno), s(seqno - 1));
+                order.lock().unwrap().push(seqno);
+                commit.leave(s(seqno));
+            });
+        }
+        wait_until("every committer waits for its turn", || {
+            commit.waiting_count() == WAITERS as usize
+        });
+        commit.leave(s(1));
+    });
+    assert_eq!(
+        *order.lock().unwrap(),
+        (2..=WAITERS + 1).collect::<Vec<_>>()
+    );
+    // Woken all at once at every leave, the waiters would find their turn had not come
+    // about WAITERS^2 / 2 times; woken one by one, only a spurious wake-up can.
+    assert!(
+        commit.futile_wakeups() <= 2,
+        "{} futile wake-ups",
+        commit.futile_wakeups()
+    );
+}
+
+#[test]
 fn interrupt_wakes_a_waiting_enter() {
     let commit = BlockingMonitor::new("commit", Policy::Commit, s(0), 16);
     commit.enter(s(1), s(0)).unwrap();
