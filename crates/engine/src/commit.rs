@@ -162,7 +162,9 @@ impl NodeEngine {
                 .apply_out_of_order_leave
                 .record(out_of_order);
         }
-        self.stats.counters.commits += 1;
+        if local {
+            self.stats.counters.local_commits += 1;
+        }
         entered
     }
 

@@ -23,8 +23,9 @@ pub struct Counters {
     pub bf_aborts: u64,
     /// Local transactions replayed after a brute-force abort.
     pub replays: u64,
-    /// Seqnos that left commit order here.
-    pub commits: u64,
+    /// Local transactions committed: their seqno left commit order here (applied remote
+    /// write-sets are not counted, as in Galera's `wsrep_local_commits`).
+    pub local_commits: u64,
     /// Causal reads served.
     pub causal_reads: u64,
     /// Keys in replicated write-sets.

@@ -106,7 +106,7 @@ fn counter_values(s: &Status) -> Vec<(&'static str, Value)> {
         ("repl_other_bytes", int(t.repl_other_bytes())),
         ("received", int(t.received)),
         ("received_bytes", int(t.received_bytes)),
-        ("local_commits", int(t.commits)),
+        ("local_commits", int(t.local_commits)),
         ("local_cert_failures", int(t.cert_failures)),
         ("local_replays", int(t.replays)),
         ("causal_reads", int(t.causal_reads)),

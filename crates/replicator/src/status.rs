@@ -90,8 +90,8 @@ pub struct Totals {
     pub received: u64,
     /// Their encoded bytes.
     pub received_bytes: u64,
-    /// Seqnos that left commit order here.
-    pub commits: u64,
+    /// Local transactions committed (their seqno left commit order here).
+    pub local_commits: u64,
     /// Local write-sets that failed certification.
     pub cert_failures: u64,
     /// Local transactions replayed after a brute-force abort.
@@ -232,7 +232,7 @@ fn totals(engine: &NodeEngine) -> Totals {
         repl_data_bytes: c.repl_data_bytes,
         received: c.received,
         received_bytes: c.received_bytes,
-        commits: c.commits,
+        local_commits: c.local_commits,
         cert_failures: c.cert_failures,
         replays: c.replays,
         bf_aborts: c.bf_aborts,

@@ -235,6 +235,9 @@ fn pause_waits_for_an_applier_mid_apply_then_holds_appliers_and_local_commits() 
     wait_for("both nodes to commit everything", || {
         node1.last_committed().seqno == mine && node2.last_committed().seqno == mine
     });
+    // Each counts its own transactions as local commits, not those it applied.
+    assert_eq!(node1.status().totals.local_commits, 2);
+    assert_eq!(node2.status().totals.local_commits, 1);
     pair.shutdown();
 }
 
