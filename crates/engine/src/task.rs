@@ -87,12 +87,21 @@ pub struct TaskQueue {
     serial_running: bool,
     /// The serial task running takes a seqno (an ordered view): `pause` waits for it.
     ordered_serial_running: bool,
+    /// Tasks ever queued: a driver compares it with what it last saw to know whether to
+    /// wake its appliers.
+    pushed: u64,
 }
 
 impl TaskQueue {
     /// Queues a task at the end.
     pub fn push(&mut self, task: Task) {
         self.queue.push_back(task);
+        self.pushed += 1;
+    }
+
+    /// How many tasks were ever queued.
+    pub fn pushed(&self) -> u64 {
+        self.pushed
     }
 
     /// Tasks waiting.

@@ -2,8 +2,9 @@
 //! ([`engine::Task`]: serial tasks run alone, nothing after the pause point starts) and
 //! runs it, write-sets through the monitors.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base::{Gtid, Seqno};
 use engine::{NextTask, Task};
@@ -20,6 +21,10 @@ use crate::Replicator;
 /// DBA looking for a stall finds the transaction that caused it.
 pub(crate) const LARGE_WRITE_SET_BYTES: usize = 16 << 20;
 
+/// How often an idle applier looks for a task without being woken: a safety net, since
+/// every queued task wakes one (counted by `Replicator::tasks_found_late` when it did not).
+const TASK_RECHECK: Duration = Duration::from_millis(100);
+
 impl Replicator {
     /// An applier thread's loop: runs ordered actions until the node closes.
     pub fn recv(&self, ctx: RecvContext) -> Result<(), ReplicatorError> {
@@ -31,6 +36,11 @@ impl Replicator {
             let ok = self.run_task(ctx, task, &mut exit_loop);
             lock(&shared.inner).engine.task_done(serial);
             shared.changed.notify_all();
+            if serial || !ok || exit_loop {
+                // Tasks held back while a serial one ran may start now, and an applier that
+                // leaves no longer takes the next task itself.
+                shared.work.notify_all();
+            }
             self.report_progress();
             if !ok {
                 // After a lost consistency vote the server fails the seqno it voted on;
@@ -54,9 +64,13 @@ impl Replicator {
     fn next_task(&self) -> Result<Task, ReplicatorError> {
         let shared = &self.shared;
         let mut inner = lock(&shared.inner);
+        let mut rechecking = false;
         loop {
             match inner.engine.next_task() {
                 NextTask::Run(task) => {
+                    if rechecking {
+                        shared.tasks_found_late.fetch_add(1, Ordering::Relaxed);
+                    }
                     transfer::wake_receiver_if_room(shared, &mut inner);
                     return Ok(task);
                 }
@@ -68,11 +82,19 @@ impl Replicator {
                 NextTask::Closed => return Err(ReplicatorError::NotConnected),
                 NextTask::Wait => {}
             }
-            inner = shared
-                .changed
-                .wait(inner)
+            let (guard, waited) = shared
+                .work
+                .wait_timeout(inner, TASK_RECHECK)
                 .unwrap_or_else(|p| p.into_inner());
+            inner = guard;
+            rechecking = waited.timed_out();
         }
+    }
+
+    /// Tasks an idle applier found only at its periodic recheck ([`TASK_RECHECK`]): each
+    /// is a wake-up that whoever queued the task should have given.
+    pub fn tasks_found_late(&self) -> u64 {
+        self.shared.tasks_found_late.load(Ordering::Relaxed)
     }
 
     pub(crate) fn run_task(&self, ctx: RecvContext, task: Task, exit_loop: &mut bool) -> bool {

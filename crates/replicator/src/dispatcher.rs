@@ -28,17 +28,15 @@ pub(crate) fn dispatch(shared: &Arc<Shared>, deliveries: &Receiver<Delivery>) {
                 let routine = matches!(delivery, Delivery::WriteSet { .. });
                 handle(shared, delivery);
                 tick(shared);
-                // A write-set wakes its own waiter (see `on_write_set`); anything else may
-                // end any local transaction's wait.
-                if routine {
-                    shared.changed.notify_all();
-                } else {
+                // A write-set woke its own waiter and the appliers (see `on_write_set`);
+                // anything else may end any wait.
+                if !routine {
                     shared.notify_everyone();
                 }
             }
             Err(RecvTimeoutError::Timeout) => {
                 tick(shared);
-                shared.notify_everyone();
+                shared.notify_all_but_appliers();
             }
             Err(RecvTimeoutError::Disconnected) => break,
         }

@@ -43,6 +43,8 @@ pub(crate) struct Inner {
     pub(crate) runner: Option<RunnerHandle>,
     /// The IST receiver waits on `Shared::ist_room` for the appliers' queue to shorten.
     pub(crate) ist_receiver_waiting: bool,
+    /// The engine's count of queued tasks when the appliers were last woken for new ones.
+    pub(crate) tasks_announced: u64,
 }
 
 /// Effects taken from the engine under the lock, to carry out without it.
@@ -50,6 +52,8 @@ pub(crate) struct Inner {
 pub(crate) struct Pending {
     effects: Vec<Effect>,
     runner: Option<RunnerHandle>,
+    /// Tasks the engine queued since the appliers were last woken for new ones.
+    new_tasks: u64,
 }
 
 /// A local transaction waiting for its verdict (see `Shared::verdict_waiters`).
@@ -76,6 +80,13 @@ pub(crate) struct Shared {
     /// The IST receiver waits here (with `inner`) for room in the appliers' queue: woken by
     /// the applier that shortens it enough, and by [`Shared::notify_everyone`].
     pub(crate) ist_room: Condvar,
+    /// Idle appliers wait here (with `inner`) for a task: woken one per task the engine
+    /// queues (seen when its effects are drained), when a serial task ends, and by
+    /// [`Shared::notify_everyone`]; not by every commit and certified write-set.
+    pub(crate) work: Condvar,
+    /// Tasks an idle applier found only at its periodic recheck (see
+    /// `Replicator::tasks_found_late`).
+    pub(crate) tasks_found_late: AtomicU64,
     /// Verdicts found after a wait their certification did not end (see
     /// `Replicator::verdicts_found_late`).
     pub(crate) verdicts_found_late: AtomicU64,
@@ -115,10 +126,13 @@ impl Shared {
                 engine,
                 runner: None,
                 ist_receiver_waiting: false,
+                tasks_announced: 0,
             }),
             changed: Condvar::new(),
             verdict_waiters: Mutex::new(HashMap::new()),
             ist_room: Condvar::new(),
+            work: Condvar::new(),
+            tasks_found_late: AtomicU64::new(0),
             verdicts_found_late: AtomicU64::new(0),
             monitors: Mutex::new(None),
             causal_read_timeout: Mutex::new(causal_read_timeout),
@@ -136,6 +150,14 @@ impl Shared {
     /// Wakes every thread waiting for the engine, the local transactions waiting for their
     /// verdict included: for everything but the routine progress of the pipeline.
     pub(crate) fn notify_everyone(&self) {
+        self.work.notify_all();
+        self.notify_all_but_appliers();
+    }
+
+    /// Wakes every thread waiting for the engine but the idle appliers, which only new
+    /// tasks concern (drained with the effects: see [`Shared::carry_out`]): for the
+    /// engine's regular tick.
+    pub(crate) fn notify_all_but_appliers(&self) {
         self.changed.notify_all();
         self.ist_room.notify_all();
         for waiter in lock(&self.verdict_waiters).values() {
@@ -180,9 +202,13 @@ impl Shared {
             }
             _ => true,
         });
+        let pushed = inner.engine.tasks().pushed();
+        let new_tasks = pushed - inner.tasks_announced;
+        inner.tasks_announced = pushed;
         Pending {
             effects,
             runner: inner.runner.clone(),
+            new_tasks,
         }
     }
 
@@ -199,7 +225,17 @@ impl Shared {
 
     /// Carries out effects taken with [`Shared::drain`], in order.
     pub(crate) fn carry_out(self: &Arc<Self>, pending: Pending) {
-        let Pending { effects, runner } = pending;
+        let Pending {
+            effects,
+            runner,
+            new_tasks,
+        } = pending;
+        // The appliers start on new tasks while the effects (cache writes) are carried out.
+        match new_tasks {
+            0 => {}
+            1 => self.work.notify_one(),
+            _ => self.work.notify_all(),
+        }
         for effect in effects {
             self.carry_out_one(effect, runner.as_ref());
         }

@@ -238,6 +238,8 @@ fn pause_waits_for_an_applier_mid_apply_then_holds_appliers_and_local_commits() 
     // Each counts its own transactions as local commits, not those it applied.
     assert_eq!(node1.status().totals.local_commits, 2);
     assert_eq!(node2.status().totals.local_commits, 1);
+    // Every task node 2 queued woke an applier, the ones held by the pause included.
+    assert_eq!(node2.tasks_found_late(), 0);
     pair.shutdown();
 }
 
