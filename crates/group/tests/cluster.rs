@@ -340,6 +340,40 @@ fn a_member_that_may_not_pause_the_group_has_no_flow_trigger_until_it_may() {
 }
 
 #[test]
+fn a_member_does_not_stop_a_group_another_member_holds_stopped() {
+    let mut cluster = Cluster::new(3);
+    for index in 0..3 {
+        cluster.node(index).set_local_state(NodeState::Synced);
+    }
+    cluster.run(10);
+    cluster.node(1).report_apply_queue(100);
+    cluster.run(10);
+    assert!(cluster.node(0).status().paused, "node 1 stopped the group");
+    cluster.node(2).report_apply_queue(100);
+    cluster.run(10);
+    let status = cluster.node(2).status();
+    assert!(
+        !status.stop_requested,
+        "no second stop while node 1 holds it"
+    );
+    assert_eq!(status.flow.sent, 0);
+    assert_eq!(
+        cluster.node(2).flow_triggers(),
+        FlowTriggers {
+            stop_above: None,
+            resume_at_or_below: None
+        },
+        "no queue length matters while another member holds the group"
+    );
+    // Node 1 resumes while node 2 is still behind: node 2 stops the group in its turn.
+    cluster.node(1).report_apply_queue(0);
+    cluster.run(10);
+    assert!(cluster.node(2).status().stop_requested);
+    assert!(cluster.node(0).status().paused, "paused again, for node 2");
+    assert_eq!(cluster.node(0).status().flow.pauses_by.len(), 2);
+}
+
+#[test]
 fn flow_control_pauses_ordering_and_donors_never_pause() {
     let mut cluster = Cluster::new(3);
     for index in 0..3 {

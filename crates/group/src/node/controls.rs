@@ -60,6 +60,7 @@ impl GroupNode {
         let members = self.state.members.len();
         if may_pause
             && !self.flow.stop_wanted
+            && !self.paused_by_others()
             && self.flow.apply_queue_len > self.config.fc_stop_above(members)
         {
             self.flow.stop_wanted = true;

@@ -48,7 +48,8 @@ impl GroupNode {
     /// that may not pause the group (a joiner, a donor, one outside the primary component)
     /// has no stop trigger: its queue, however long, changes nothing (a joiner's stays
     /// thousands long through its IST, and a trigger below it woke the loop at every
-    /// write-set it applied). When it may pause again, the next poll reads its queue.
+    /// write-set it applied). Nor has one while another member holds the group stopped.
+    /// When it may pause again, the next poll reads its queue.
     pub fn flow_triggers(&self) -> FlowTriggers {
         let members = self.state.members.len();
         if self.flow.stop_wanted {
@@ -56,7 +57,7 @@ impl GroupNode {
                 stop_above: None,
                 resume_at_or_below: Some(self.config.fc_resume_at(members)),
             }
-        } else if self.may_pause_the_group() {
+        } else if self.may_pause_the_group() && !self.paused_by_others() {
             FlowTriggers {
                 stop_above: Some(self.config.fc_stop_above(members)),
                 resume_at_or_below: None,
@@ -72,6 +73,18 @@ impl GroupNode {
     /// Whether this member's queue may stop the group now (as `send_controls` decides).
     pub(super) fn may_pause_the_group(&self) -> bool {
         self.member && self.primary && self.local_state.may_send_flow_control()
+    }
+
+    /// Whether another member holds the group stopped. As in Galera, a member does not
+    /// order a stop of its own then: nothing new is sent to it meanwhile, and a second stop
+    /// only makes the pause last until the slower of the two resumes (each stop and resume
+    /// is a round through the leader). If its queue is still long once the other resumed,
+    /// it stops the group then.
+    pub(super) fn paused_by_others(&self) -> bool {
+        self.state
+            .paused_by
+            .iter()
+            .any(|member| *member != self.me.raft_id)
     }
 
     /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
