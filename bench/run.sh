@@ -9,7 +9,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR]
-                    [--only LIST] [--seconds N] [--reps N]
+                    [--only LIST] [--seconds N] [--reps N] [--appliers N]
                     [--base-port-a P] [--base-port-b P] [--base-port-c P]
 
   --quick          one repetition, oltp_write_only at 8 threads, 10 s runs, short
@@ -40,6 +40,8 @@ Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR
                    themselves: run them under `flock /tmp/trireme-hosts.lock bench/run.sh`.
   --seconds N      length of each write-path and standalone run (default 30, quick 10)
   --reps N         repetitions of every run (default 3, quick 1)
+  --appliers N     wsrep_slave_threads on every node of both clusters (default 2); the IST
+                   scenario sets its own counts
   --base-port-a/b/c P
                    port layouts (see `trireme cluster up --help`) of cluster A, cluster B and
                    the standalone server (default 23300, 24300, 25300; never 13300, which the
@@ -61,6 +63,7 @@ out=""
 only="write-node1,write-spread,overhead,frozen,failover,ist,large-trx,partition"
 seconds=""
 reps=""
+appliers=2
 port_a=23300
 port_b=24300
 port_c=25300
@@ -74,6 +77,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift ;;
     --seconds) seconds=$2; shift ;;
     --reps) reps=$2; shift ;;
+    --appliers) appliers=$2; shift ;;
     --base-port-a) port_a=$2; shift ;;
     --base-port-b) port_b=$2; shift ;;
     --base-port-c) port_c=$2; shift ;;
@@ -83,6 +87,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+case $appliers in
+  ''|*[!0-9]*|0) echo "run.sh: --appliers takes a whole number of at least 1" >&2; exit 2 ;;
+esac
 for scenario in ${only//,/ }; do
   case $scenario in
     write-node1|write-spread|overhead|frozen|failover|ist|large-trx|sst|partition|tls) ;;
@@ -352,7 +359,8 @@ prepare_data() {
 setup_cluster() {
   local side=$1 provider=$2 port=$3
   local cmd=("$trireme" cluster up --nodes 3 --dir "$work/$side" --provider "$provider"
-             --base-port "$port" --timeout 180)
+             --base-port "$port" --timeout 180
+             --server-options "wsrep_slave_threads=$appliers")
   record_cmd "cluster $side" "${cmd[@]}"
   log "starting cluster $side ($provider, base port $port)"
   run_bounded 900 "$log_file" "${cmd[@]}" || die "cluster $side did not come up: see $log_file"
@@ -640,7 +648,7 @@ selected tls && estimate_s=$(( estimate_s + tls_s ))
 kv "$m" mode "$([ "$quick" = 1 ] && echo quick || echo full)"
 kv "$m" command "$invocation"
 kv "$m" only "$only"
-kv "$m" reps "$reps"; kv "$m" seconds "$seconds"
+kv "$m" reps "$reps"; kv "$m" seconds "$seconds"; kv "$m" appliers "$appliers"
 kv "$m" workloads "${workloads[*]}"; kv "$m" thread_counts "${thread_counts[*]}"
 kv "$m" tables "$tables"; kv "$m" table_size "$table_size"
 kv "$m" frozen "run $frozen_total s, node 3 SIGSTOP at $frozen_at s, SIGCONT at $((frozen_at + frozen_hold)) s"

@@ -637,7 +637,8 @@ def header(add, meta, names):
     add(f"# wsrep providers side by side: A = {names['A']}, B = {names['B']}")
     add("")
     add(f"- Run: {when}, mode **{meta.get('mode', '?')}** (scenarios: {meta.get('only', '?')}), "
-        f"{meta.get('reps', '?')} repetition(s), write-path runs of {meta.get('seconds', '?')} s.")
+        f"{meta.get('reps', '?')} repetition(s), write-path runs of {meta.get('seconds', '?')} s, "
+        f"{meta.get('appliers', '2')} appliers per node (`wsrep_slave_threads`).")
     add(f"- Time budget: {fmt_minutes(to_float(meta.get('load_s')))} of load, estimated "
         f"{fmt_minutes(to_float(meta.get('estimate_s')))} in all; cap "
         f"{meta.get('cap_min', '?')} min (no run starts after "
