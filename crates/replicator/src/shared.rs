@@ -203,7 +203,8 @@ impl Shared {
             _ => true,
         });
         let pushed = inner.engine.tasks().pushed();
-        let new_tasks = pushed - inner.tasks_announced;
+        debug_assert!(pushed >= inner.tasks_announced, "the task count went back");
+        let new_tasks = pushed.saturating_sub(inner.tasks_announced);
         inner.tasks_announced = pushed;
         Pending {
             effects,

@@ -1,7 +1,7 @@
 //! State transfer between a donor and its joiner, on the node's threads: the stream a donor
 //! sends to the joiner's `ist.recv_addr` ([`engine::ist`]), and the joiner's receiver, which
-//! hands what it reads to the engine (`engine::transfer_in`), a batch of records at a time. The choice
-//! between IST and SST is the engine's.
+//! hands what it reads to the engine (`engine::transfer_in`), a batch of records at a time.
+//! The choice between IST and SST is the engine's.
 
 use std::io::{BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
