@@ -455,6 +455,13 @@ snapshot() {
   kv "$dir/meta.env" "t_$when" "$(now_ns)"
 }
 
+# The providers' averages (apply and commit windows, queue lengths) run from the last
+# FLUSH STATUS: flushed right before a run, the snapshot after it holds that run's own.
+reset_averages() {
+  local side=$1 n
+  for n in $(nodes_of "$side"); do sql "$side" "$n" "FLUSH STATUS" >/dev/null 2>&1 || true; done
+}
+
 sockets_for() {
   local side=$1 placement=$2
   if [ "$placement" = spread ]; then
@@ -492,6 +499,7 @@ run_steady() {
              --threads="$threads" --time="$seconds" --mysql-socket="$(sockets_for "$side" "$placement")"
              --histogram=on --percentile=95 run)
   kv "$m" cmd "$(printf '%q ' "${cmd[@]}")"
+  reset_averages "$side"
   snapshot "$side" "$dir" before
   local rc=0
   run_bounded $((seconds + 120)) "$dir/sysbench.txt" "${cmd[@]}" || rc=$?

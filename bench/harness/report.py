@@ -228,6 +228,8 @@ STEADY_METRICS = [
     ("bf_aborts", "BF aborts (Σ nodes)", 0),
     ("fc_paused_pct", "flow control paused, worst node (%)", 1),
     ("fc_sent", "flow control messages sent (Σ nodes)", 0),
+    ("apply_window", "apply window, nodes 2 and 3 (mean)", 2),
+    ("recv_queue_avg", "recv queue average, worst node", 1),
     ("sent_mb_1", "replicated MB sent by node1", 2),
     ("sent_mb_2", "replicated MB sent by node2", 2),
     ("sent_mb_3", "replicated MB sent by node3", 2),
@@ -277,6 +279,13 @@ def steady_metrics(run, clk_tck):
         paused = [run.delta(n, "wsrep_flow_control_paused_ns") for n in run.nodes]
         if duration and all(p is not None for p in paused):
             m["fc_paused_pct"] = 100.0 * max(paused) / 1e9 / duration
+        # Averages over the run: run.sh flushes the status right before it.
+        windows = [to_float(run.after[n].get("wsrep_apply_window")) for n in (2, 3)]
+        if all(w is not None for w in windows):
+            m["apply_window"] = statistics.mean(windows)
+        queues = [to_float(run.after[n].get("wsrep_local_recv_queue_avg")) for n in run.nodes]
+        if all(q is not None for q in queues):
+            m["recv_queue_avg"] = max(queues)
         sent = {n: run.delta(n, "wsrep_replicated_bytes") for n in run.nodes}
         for n, value in sent.items():
             m[f"sent_mb_{n}"] = None if value is None else value / 1e6
