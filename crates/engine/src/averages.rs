@@ -118,7 +118,8 @@ pub struct Window {
     pub since: Nanos,
     /// The group's total paused time when the window began.
     pub paused_ns_at_start: u64,
-    /// Applier queue length, sampled at every ordered action queued.
+    /// Applier queue length, as each remote write-set found it on arrival (Galera's
+    /// `wsrep_local_recv_queue_avg` samples its queue the same way).
     pub recv_queue: Sampled,
     /// Local write-sets sent and not yet ordered, sampled at every send.
     pub send_queue: Sampled,

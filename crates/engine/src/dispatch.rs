@@ -380,16 +380,17 @@ impl NodeEngine {
             Verdict::Pass { depends_on } => (depends_on, false),
             Verdict::Fail(_) => (seqno.prev(), true),
         };
+        if !local {
+            // Galera samples the length each arriving action finds, itself not counted.
+            let found = self.tasks.len() as u64;
+            self.stats.window.recv_queue.record(found);
+        }
         self.tasks.push(Task::Apply {
             seqno,
             depends_on,
             write_set,
             failed,
         });
-        if !local {
-            let queued = self.tasks.len() as u64;
-            self.stats.window.recv_queue.record(queued);
-        }
     }
 
     /// Passes a seqno that carries nothing to certify (an undecodable write-set) through

@@ -411,3 +411,43 @@ fn a_donor_index_that_does_not_decode_is_refused_and_the_joiner_asks_again() {
     engine.poll_state_request();
     assert_eq!(requests(&engine.take_effects()).len(), 1, "asked again");
 }
+
+#[test]
+fn the_recv_queue_is_sampled_as_each_remote_write_set_finds_it() {
+    let store = MemoryStateStore::default();
+    let mut engine = connected(true, &store);
+    deliver(
+        &mut engine,
+        Delivery::View(view(1, &[1, 2], 1, true, true, 10)),
+    );
+    tasks(&mut engine);
+    for (seqno, key) in [(2, "r2"), (3, "r3")] {
+        let write_set = writeset::WriteSet {
+            source: uuid(2),
+            conn_id: 1,
+            trx_id: seqno as u64,
+            last_seen: Seqno(1),
+            flags: writeset::flags::TRX_START | writeset::flags::TRX_END,
+            keys: vec![writeset::Key::new(
+                &["db", "t", key],
+                base::KeyType::Exclusive,
+            )],
+            data: Vec::new().into(),
+        };
+        deliver(
+            &mut engine,
+            Delivery::WriteSet {
+                seqno: Seqno(seqno),
+                origin: uuid(2),
+                submit_id: seqno as u64,
+                local: false,
+                safe_seqno: Seqno(1),
+                payload: write_set.to_bytes(),
+            },
+        );
+    }
+    // The first found an empty queue, the second found the first: Galera's average is 0.5.
+    let queue = &engine.stats().window.recv_queue;
+    assert_eq!(queue.mean(), 0.5);
+    assert_eq!(engine.tasks().len(), 2);
+}
