@@ -230,32 +230,34 @@ fn founder_with_one_write_set(store: &MemoryStateStore) -> NodeEngine {
         &mut engine,
         Delivery::View(view(1, &[1, 2], 1, true, true, 10)),
     );
+    deliver(&mut engine, remote_write_set(2, "r"));
+    tasks(&mut engine);
+    engine.take_effects();
+    engine
+}
+
+/// Node 2's write-set ordered at `seqno`, writing row `row`.
+fn remote_write_set(seqno: i64, row: &str) -> Delivery {
     let write_set = writeset::WriteSet {
         source: uuid(2),
         conn_id: 1,
-        trx_id: 1,
+        trx_id: seqno as u64,
         last_seen: Seqno(1),
         flags: writeset::flags::TRX_START | writeset::flags::TRX_END,
         keys: vec![writeset::Key::new(
-            &["db", "t", "r"],
+            &["db", "t", row],
             base::KeyType::Exclusive,
         )],
         data: Vec::new().into(),
     };
-    deliver(
-        &mut engine,
-        Delivery::WriteSet {
-            seqno: Seqno(2),
-            origin: uuid(2),
-            submit_id: 1,
-            local: false,
-            safe_seqno: Seqno(1),
-            payload: write_set.to_bytes(),
-        },
-    );
-    tasks(&mut engine);
-    engine.take_effects();
-    engine
+    Delivery::WriteSet {
+        seqno: Seqno(seqno),
+        origin: uuid(2),
+        submit_id: seqno as u64,
+        local: false,
+        safe_seqno: Seqno(1),
+        payload: write_set.to_bytes(),
+    }
 }
 
 #[test]
@@ -421,31 +423,8 @@ fn the_recv_queue_is_sampled_as_each_remote_write_set_finds_it() {
         Delivery::View(view(1, &[1, 2], 1, true, true, 10)),
     );
     tasks(&mut engine);
-    for (seqno, key) in [(2, "r2"), (3, "r3")] {
-        let write_set = writeset::WriteSet {
-            source: uuid(2),
-            conn_id: 1,
-            trx_id: seqno as u64,
-            last_seen: Seqno(1),
-            flags: writeset::flags::TRX_START | writeset::flags::TRX_END,
-            keys: vec![writeset::Key::new(
-                &["db", "t", key],
-                base::KeyType::Exclusive,
-            )],
-            data: Vec::new().into(),
-        };
-        deliver(
-            &mut engine,
-            Delivery::WriteSet {
-                seqno: Seqno(seqno),
-                origin: uuid(2),
-                submit_id: seqno as u64,
-                local: false,
-                safe_seqno: Seqno(1),
-                payload: write_set.to_bytes(),
-            },
-        );
-    }
+    deliver(&mut engine, remote_write_set(2, "r2"));
+    deliver(&mut engine, remote_write_set(3, "r3"));
     // The first found an empty queue, the second found the first: Galera's average is 0.5.
     let queue = &engine.stats().window.recv_queue;
     assert_eq!(queue.mean(), 0.5);
