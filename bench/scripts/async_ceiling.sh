@@ -18,11 +18,12 @@
 # $TRIREME_BENCH_OUT (default bench-out)/ist_ceiling.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. bench/scripts/catch_up.sh
 write_sets=${1:-100000}; appliers=${2:-"1 2 4"}
-target=${CARGO_TARGET_DIR:-target}
-[[ $target == /* ]] || target=$PWD/$target
-trireme=${TRIREME_CLI:-$target/release/trireme}
-provider=${CEILING_PROVIDER:-$target/release/libtrireme.so}
+build=${CARGO_TARGET_DIR:-target}
+[[ $build == /* ]] || build=$PWD/$build
+trireme=${TRIREME_CLI:-$build/release/trireme}
+provider=${CEILING_PROVIDER:-$build/release/libtrireme.so}
 base_port=${CEILING_PORT:-28300}
 mariadbd=$(command -v mariadbd || echo /usr/sbin/mariadbd)
 [ -x "$trireme" ] || cargo build --release --quiet -p cli
@@ -90,6 +91,10 @@ sql() { # name statement
 gtid_seqno() { # gtid-list
   tr ',' '\n' <<<"$1" | awk -F- '$1 == 0 { print $3 }' | tail -n 1
 }
+# The last transaction the replica applied.
+replica_seqno() {
+  gtid_seqno "$(sql replica "SELECT @@gtid_slave_pos" || true)"
+}
 
 start_server primary "$primary_port" --log-bin=primary-bin --server-id=1
 primary_pid=$started_pid
@@ -133,24 +138,7 @@ for n in $appliers; do
   done
   [ -n "$fetched" ] || { echo "the replica did not fetch the binary log in ${fetch_limit} s" >&2; exit 1; }
   sql replica "START SLAVE SQL_THREAD"
-  t_first="" t_last="" first_seen=""
-  deadline=$(( $(date +%s) + apply_limit ))
-  while [ "$(date +%s)" -lt "$deadline" ]; do
-    seqno=$(gtid_seqno "$(sql replica "SELECT @@gtid_slave_pos" || true)")
-    if [[ "$seqno" =~ ^[0-9]+$ ]]; then
-      if [ -z "$t_first" ] && [ "$seqno" -gt "$from" ] && [ "$seqno" -lt "$target" ]; then
-        t_first=$(date +%s.%N); first_seen=$seqno
-      fi
-      if [ "$seqno" -ge "$target" ]; then t_last=$(date +%s.%N); break; fi
-    fi
-    sleep 0.1
-  done
-  seconds=nan; rate=nan
-  if [ -n "$t_first" ] && [ -n "$t_last" ]; then
-    seconds=$(awk -v a="$t_first" -v b="$t_last" 'BEGIN { printf "%.3f", b - a }')
-    rate=$(awk -v s="$seconds" -v n="$(( target - first_seen ))" \
-      'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
-  fi
+  read -r seconds rate < <(time_catch_up "$from" "$target" "$apply_limit" replica_seqno)
   printf '%s\t%s\t%s\t%s\n' "$n" "$(( target - from ))" "$seconds" "$rate" >> "$tsv"
   printf 'async replica, slave_parallel_threads %s  transactions %7s  %7s s  %8s per s\n' \
     "$n" "$(( target - from ))" "$seconds" "$rate"

@@ -13,6 +13,7 @@
 # $TRIREME_BENCH_OUT (default bench-out)/ist.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. bench/scripts/catch_up.sh
 write_sets=${1:-300000}; appliers=${2:-"1 2 4"}
 trireme=$PWD/target/release/trireme
 cargo build --release --quiet -p provider -p cli
@@ -69,29 +70,14 @@ run_provider() {
     local log_lines
     log_lines=$(wc -l < "$dir/c/node3/error.log")
     "$trireme" cluster start 3 --dir "$dir/c" >/dev/null 2>&1 &
-    local starter=$! sock=$dir/c/node3/mysqld.sock t_first="" t_last="" seqno first_seen=""
-    local deadline=$(( $(date +%s) + 1800 ))
-    while [ "$(date +%s)" -lt "$deadline" ]; do
-      seqno=$(status_of "$sock" wsrep_last_committed || true)
-      if [[ "$seqno" =~ ^[0-9]+$ ]]; then
-        if [ -z "$t_first" ] && [ "$seqno" -gt "$from" ] && [ "$seqno" -lt "$target" ]; then
-          t_first=$(date +%s.%N); first_seen=$seqno
-        fi
-        if [ "$seqno" -ge "$target" ]; then t_last=$(date +%s.%N); break; fi
-      fi
-      sleep 0.1
-    done
+    local starter=$! seconds rate
+    read -r seconds rate < <(time_catch_up "$from" "$target" 1800 \
+      status_of "$dir/c/node3/mysqld.sock" wsrep_last_committed)
     wait "$starter" || true
     # Trireme and Galera each name the transfer in the joiner's log.
     local how=SST
     tail -n +"$log_lines" "$dir/c/node3/error.log" \
       | grep -q "receiving IST of seqnos\|Receiving IST:" && how=IST
-    local seconds=nan rate=nan
-    if [ -n "$t_first" ] && [ -n "$t_last" ]; then
-      seconds=$(awk -v a="$t_first" -v b="$t_last" 'BEGIN { printf "%.3f", b - a }')
-      rate=$(awk -v s="$seconds" -v n="$(( target - first_seen ))" \
-        'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
-    fi
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$n" "$gap" "$seconds" "$rate" "$how" >> "$tsv"
     printf '%s (%s) appliers %s  gap %7s  IST %7s s  %8s write-sets/s  (%s)\n' \
       "$name" "$(basename "$provider")" "$n" "$gap" "$seconds" "$rate" "$how"
