@@ -15,6 +15,7 @@
 //! - [`value`]: value forms (booleans, sizes, durations, addresses) and their formatting.
 //! - [`syntax`]: the `key = value; ...` text.
 //! - [`status_vars`]: the status variable names Galera reports, as data.
+//! - `tls_files`: the group's TLS files (`socket.ssl_*`) as the `tls` crate takes them.
 
 pub mod galera;
 pub mod status_vars;
@@ -23,11 +24,13 @@ pub mod value;
 
 mod gcache_config;
 mod provider;
+mod tls_files;
 
 pub use provider::{
     implemented_options, is_implemented, options_table_markdown, runtime_options, InitContext,
     ProviderOptions, Warning, MAX_WS_SIZE_LIMIT,
 };
+pub use tls_files::IncompleteTls;
 
 /// Why an option string was refused. Nothing is applied when any entry is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

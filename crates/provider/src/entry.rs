@@ -148,35 +148,6 @@ fn parse_options(
     }
 }
 
-/// A socket address to bind to: the host as configured (a wildcard stays a wildcard).
-fn bind_address(host: &str, port: u16) -> Option<std::net::SocketAddr> {
-    use std::net::ToSocketAddrs;
-    (host, port).to_socket_addrs().ok()?.next()
-}
-
-/// The node's addresses from its options; hosts not configured are decided at connect.
-fn node_addresses(options: &ProviderOptions) -> Result<NodeAddresses, String> {
-    let listen = &options.gmcast_listen_addr;
-    let group_listen = bind_address(&listen.host, listen.port)
-        .ok_or_else(|| format!("gmcast.listen_addr {listen} does not resolve"))?;
-    let ist_bind = match &options.ist_recv_bind {
-        None => None,
-        Some(bind) => Some(
-            bind_address(&bind.host, bind.port)
-                .ok_or_else(|| format!("ist.recv_bind {bind} does not resolve"))?,
-        ),
-    };
-    let known = |host: &str| (!host.is_empty()).then(|| host.to_owned());
-    Ok(NodeAddresses {
-        group_listen,
-        host: known(&options.base_host),
-        group_port: options.base_port,
-        ist_host: known(&options.ist_recv_addr.host),
-        ist_port: options.ist_recv_addr.port,
-        ist_bind,
-    })
-}
-
 unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> wsrep_status_t {
     if wsrep.is_null() || args.is_null() {
         return WSREP_NODE_FAIL;
@@ -220,7 +191,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
                 return WSREP_NODE_FAIL;
             }
         };
-        let addresses = match node_addresses(&options) {
+        let addresses = match NodeAddresses::from_options(&options) {
             Ok(addresses) => addresses,
             Err(error) => {
                 instance.log(WSREP_LOG_ERROR, &error);

@@ -1,32 +1,16 @@
 //! The provider's TLS files (`socket.ssl_*`) as a checked [`tls::TlsContext`], and the rule
 //! that a thread the provider started may not die in silence.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Once};
 
 use options::ProviderOptions;
-use tls::{Labels, TlsContext, TlsFiles};
+use tls::TlsContext;
 
 /// The TLS context `socket.ssl` asks for, `None` when it is off. An error names the option
 /// and file at fault; the server must not start with it.
 pub(crate) fn tls_context(options: &ProviderOptions) -> Result<Option<Arc<TlsContext>>, String> {
-    if !options.socket_ssl {
+    let Some(files) = options.tls_files().map_err(|error| error.to_string())? else {
         return Ok(None);
-    }
-    let (Some(key), Some(cert)) = (&options.socket_ssl_key, &options.socket_ssl_cert) else {
-        return Err(
-            "socket.ssl is on, but socket.ssl_key and socket.ssl_cert are not both set: \
-                    TLS needs the node's key and certificate"
-                .to_owned(),
-        );
-    };
-    let files = TlsFiles {
-        key: PathBuf::from(key),
-        cert: PathBuf::from(cert),
-        ca: options.socket_ssl_ca.as_ref().map(PathBuf::from),
-        password_file: options.socket_ssl_password_file.as_ref().map(PathBuf::from),
-        cipher: options.socket_ssl_cipher.clone(),
-        labels: Labels::PROVIDER,
     };
     TlsContext::load(files)
         .map(|context| Some(Arc::new(context)))

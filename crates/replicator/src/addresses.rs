@@ -6,6 +6,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 
+use options::ProviderOptions;
+
 /// The addresses a node is configured with. Hosts left out are found at `connect`, when the
 /// cluster's members are known.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,6 +56,31 @@ pub enum AddressError {
 }
 
 impl NodeAddresses {
+    /// The addresses `wsrep_provider_options` configures (`gmcast.listen_addr`,
+    /// `base_host`, `base_port`, `ist.recv_addr`, `ist.recv_bind`); hosts not configured
+    /// are decided at connect. An error names the option whose host does not resolve.
+    pub fn from_options(options: &ProviderOptions) -> Result<NodeAddresses, String> {
+        let listen = &options.gmcast_listen_addr;
+        let group_listen = resolve_one(&listen.host, listen.port)
+            .ok_or_else(|| format!("gmcast.listen_addr {listen} does not resolve"))?;
+        let ist_bind = match &options.ist_recv_bind {
+            None => None,
+            Some(bind) => Some(
+                resolve_one(&bind.host, bind.port)
+                    .ok_or_else(|| format!("ist.recv_bind {bind} does not resolve"))?,
+            ),
+        };
+        let known = |host: &str| (!host.is_empty()).then(|| host.to_owned());
+        Ok(NodeAddresses {
+            group_listen,
+            host: known(&options.base_host),
+            group_port: options.base_port,
+            ist_host: known(&options.ist_recv_addr.host),
+            ist_port: options.ist_recv_addr.port,
+            ist_bind,
+        })
+    }
+
     /// Every address on loopback, as single-machine tests use them.
     pub fn loopback(group_listen: SocketAddr, ist: SocketAddr) -> NodeAddresses {
         NodeAddresses {

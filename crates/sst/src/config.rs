@@ -410,23 +410,9 @@ pub fn resolve_tls(
     let Some(options) = provider? else {
         return Ok(None);
     };
-    if !options.socket_ssl {
-        return Ok(None);
-    }
-    // The options crate refuses socket.ssl without both files; this only guards the types.
-    let (Some(key), Some(cert)) = (options.socket_ssl_key, options.socket_ssl_cert) else {
-        return Err(SstError::Config(
-            "socket.ssl is on but socket.ssl_key or socket.ssl_cert is not set".into(),
-        ));
-    };
-    Ok(Some(TlsFiles {
-        key: key.into(),
-        cert: cert.into(),
-        ca: options.socket_ssl_ca.map(PathBuf::from),
-        password_file: options.socket_ssl_password_file.map(PathBuf::from),
-        cipher: options.socket_ssl_cipher,
-        labels: Labels::PROVIDER,
-    }))
+    options
+        .tls_files()
+        .map_err(|error| SstError::Config(error.to_string()))
 }
 
 /// One `[sst]` set: `None` when it names nothing, an error when it names only part.
