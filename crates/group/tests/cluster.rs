@@ -648,3 +648,50 @@ fn a_donor_that_cannot_send_tells_its_joiner_through_the_order() {
     assert_eq!(told(2), 1, "the joiner is told, once");
     assert_eq!(told(0) + told(1), 0, "nobody else is");
 }
+
+/// Two data members and an arbitrator (`trireme-arbitrator`: a member that announces
+/// PRIMARY, never asks for state and reports nothing): the views show it as such, it never
+/// pauses the group, and the group keeps ordering when any one of the three is lost.
+#[test]
+fn an_arbitrator_keeps_the_quorum_of_two_data_members() {
+    let arbitrator = 2;
+    for lost in [0, 1, arbitrator] {
+        let mut cluster = Cluster::new(3);
+        for data in [0, 1] {
+            cluster.node(data).set_local_state(NodeState::Synced);
+        }
+        cluster.node(arbitrator).set_local_state(NodeState::Primary);
+        cluster.run(10);
+        let view = cluster.last_view(0).unwrap();
+        let states: Vec<NodeState> = view.members.iter().map(|m| m.state).collect();
+        assert_eq!(
+            states.iter().filter(|s| **s == NodeState::Primary).count(),
+            1,
+            "the arbitrator shows as PRIMARY among SYNCED members: {states:?}"
+        );
+        cluster.node(arbitrator).report_apply_queue(1_000);
+        cluster.run(10);
+        assert!(
+            !cluster.node(0).status().paused,
+            "the arbitrator pauses nothing"
+        );
+
+        cluster.nodes[lost] = None;
+        let writer = if lost == 0 { 1 } else { 0 };
+        let written = |c: &Cluster| {
+            c.ordered(writer)
+                .values()
+                .filter(|v| v.starts_with("ws"))
+                .count()
+        };
+        let before = written(&cluster);
+        cluster.node(writer).submit(vec![lost as u8]);
+        cluster.run_until(|c| written(c) == before + 1, 400);
+        assert!(
+            cluster.node(writer).is_primary(),
+            "lost {lost}: still primary"
+        );
+        let survivors: Vec<usize> = (0..3).filter(|&i| i != lost).collect();
+        assert_same_history(&cluster, &survivors);
+    }
+}

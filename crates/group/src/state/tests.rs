@@ -185,6 +185,60 @@ fn a_donor_never_pauses_the_group() {
     assert!(!state.is_paused(), "a departed member's stop is lifted");
 }
 
+/// `trireme-arbitrator` is a member that holds no data: it announces PRIMARY and never asks
+/// for state. Then it is nobody's donor, no ballot waits for it, its flow-control stop is
+/// ignored and it never holds back the commit cut.
+#[test]
+fn a_member_without_data_serves_no_state_casts_no_vote_and_pauses_nothing() {
+    let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+    state.add_member(info(2));
+    state.add_member(info(3));
+    state.apply_control(&Control::State(2, NodeState::Synced));
+    state.apply_control(&Control::State(3, NodeState::Primary));
+    state.last_seqno = Seqno(40);
+    let request = StateRequest {
+        joiner: 2,
+        request_id: 1,
+        donor_names: String::new(),
+        sst_request: vec![],
+        ist_from: Seqno(30),
+        ist_address: String::new(),
+    };
+    assert_eq!(
+        state.select_donor(&request),
+        Ok(1),
+        "the arbitrator is no donor"
+    );
+    let named = StateRequest {
+        donor_names: "n3".into(),
+        ..request
+    };
+    assert_eq!(state.select_donor(&named), Err(NoDonor::NotYet));
+    let opened = state.cast_vote(1, Seqno(40), 7).unwrap();
+    let VoteEvent::Opened { voters, .. } = &opened[0] else {
+        panic!("the first vote opens a ballot: {opened:?}");
+    };
+    assert_eq!(
+        voters,
+        &BTreeSet::from([1, 2]),
+        "the arbitrator does not vote"
+    );
+    let decided = state.cast_vote(2, Seqno(40), vote::SUCCESS).unwrap();
+    assert!(
+        matches!(decided.last(), Some(VoteEvent::Decided(_))),
+        "the data holders decide alone: {decided:?}"
+    );
+    state.apply_control(&Control::FlowStop(3));
+    assert!(!state.is_paused(), "the arbitrator never pauses the group");
+    state.apply_control(&Control::Committed(2, Seqno(33)));
+    state.apply_control(&Control::Committed(1, Seqno(35)));
+    assert_eq!(
+        state.safe_seqno,
+        Seqno(33),
+        "the data holders' lowest report"
+    );
+}
+
 #[test]
 fn the_commit_cut_is_the_lowest_report_and_only_grows() {
     let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
