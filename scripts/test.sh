@@ -16,10 +16,11 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> building libtrireme.so (debug, for the dlopen tests; release, with trireme, for the"
 echo "    cluster tests and the bench)"
 cargo build --quiet -p provider
-cargo build --release --quiet -p provider -p cli -p sst
+cargo build --release --quiet -p provider -p cli -p sst -p arbitrator
 # The real-MariaDB tests load the optimised provider: what a user runs, and a faster test.
 export TRIREME_TEST_PROVIDER="$PWD/target/release/libtrireme.so"
-# Servers started with --sst-method trireme find wsrep_sst_trireme on their PATH.
+# Servers started with --sst-method trireme find wsrep_sst_trireme on their PATH, and
+# `cluster up --arbitrator` finds trireme-arbitrator there.
 export PATH="$PWD/target/release:$PATH"
 
 echo "==> cargo test"

@@ -7,11 +7,17 @@
 #   partition-leader  the Raft leader's link is cut for 25 s (Galera has none: node 3)
 #   frozen            node 3 is stopped (SIGSTOP) for 10 s
 #   failover          node 3 is killed (SIGKILL) and started again at once
+# and on 2 data hosts plus an arbitrator on a third (`--arbitrator`: trireme-arbitrator, or
+# garbd for Galera, with the same settings file):
+#   arbitrator-failover         data node 2 is killed and started again at once
+#   arbitrator-failover-leader  the data node that leads Raft is killed (Galera: node 2)
+#   arbitrator-lost             the arbitrator is killed and started again at once
 # Figures per run: seconds at 0 tps, the worst per-second p99 latency during the fault,
 # and the seconds from the end of the fault (heal, SIGCONT, restart) until the node is
 # Synced in a cluster of 3 again with everything the others had committed by then.
 #
 #   bench/scripts/hosts_faults_pair.sh [kinds="partition partition-leader frozen failover"]
+#   (any of the arbitrator kinds may be named too)
 #
 # Provider A is Trireme and B Galera unless FAULTS_PROVIDER_A / FAULTS_PROVIDER_B say
 # otherwise. Raw figures go to $TRIREME_BENCH_OUT (default bench-out)/hosts_faults.tsv.
@@ -20,7 +26,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 kinds=${1:-"partition partition-leader frozen failover"}
 trireme=$PWD/target/release/trireme
-cargo build --release --quiet -p provider -p cli -p sst
+cargo build --release --quiet -p provider -p cli -p sst -p arbitrator
+export PATH=$PWD/target/release:$PATH   # cluster up --arbitrator finds trireme-arbitrator
 out=${TRIREME_BENCH_OUT:-bench-out}
 mkdir -p "$out"
 tsv=$out/hosts_faults.tsv
@@ -82,20 +89,24 @@ sysbench_cmd() { # hosts...
 }
 
 run_one() { # provider_label provider kind
-  local label=$1 provider=$2 kind=$3 node=3 others sb report
+  local label=$1 provider=$2 kind=$3 node=3 others sb report data="1 2 3" shape=()
+  case $kind in
+    arbitrator-*) data="1 2"; node=2; shape=(--nodes 2 --arbitrator) ;;
+  esac
   dir=$work/$label-$kind
-  "$trireme" cluster up --hosts --dir "$dir" --provider "$provider" \
+  "$trireme" cluster up --hosts --dir "$dir" --provider "$provider" "${shape[@]}" \
     --provider-options "gcache.size=1G" >"$work/up.log" 2>&1 \
     || { echo "$label $kind: the cluster did not come up:"; tail -n 20 "$work/up.log"; exit 1; }
   "$trireme" cluster sql 1 "CREATE DATABASE sbtest; \
     CREATE USER 'trireme_load'@'%' IDENTIFIED BY 'trireme-load'; \
     GRANT ALL ON sbtest.* TO 'trireme_load'@'%'" --dir "$dir" >/dev/null
-  if [ "$kind" = partition-leader ]; then
-    for n in 1 2 3; do
+  if [ "$kind" = partition-leader ] || [ "$kind" = arbitrator-failover-leader ]; then
+    for n in $data; do
       [ "$(status "$n" wsrep_raft_leader)" = 1 ] && node=$n
     done
   fi
-  others=$(for n in 1 2 3; do [ "$n" = "$node" ] || echo "$n"; done)
+  [ "$kind" = arbitrator-lost ] && node=arbitrator
+  others=$(for n in $data; do [ "$n" = "$node" ] || echo "$n"; done)
   # shellcheck disable=SC2046
   sb=$(sysbench_cmd $others)
   $sb --threads=2 prepare >"$work/prepare.log" 2>&1
@@ -105,7 +116,7 @@ run_one() { # provider_label provider kind
   local load=$!
   until grep -q 'Threads started' "$report" 2>/dev/null; do sleep 0.05; done
   sleep "$at"
-  local back
+  local back start
   case $kind in
     partition|partition-leader)
       "$trireme" cluster net cut "$node" --dir "$dir"
@@ -117,17 +128,21 @@ run_one() { # provider_label provider kind
       sleep "$freeze_s"
       "$trireme" cluster kill "$node" --signal cont --dir "$dir"
       back=$(time_to_synced "$node") ;;
-    failover)
+    failover|arbitrator-failover|arbitrator-failover-leader)
       "$trireme" cluster kill "$node" --signal kill --dir "$dir"
-      local start
       start=$(date +%s%N)
       "$trireme" cluster start "$node" --dir "$dir" --timeout 300 >>"$work/start.log" 2>&1
+      back=$(seconds_since "$start") ;;
+    arbitrator-lost)
+      "$trireme" cluster arbitrator kill --dir "$dir" >/dev/null
+      start=$(date +%s%N)
+      "$trireme" cluster arbitrator start --dir "$dir" >>"$work/start.log" 2>&1
       back=$(seconds_since "$start") ;;
   esac
   wait "$load"
   local hold=$cut_s
   [ "$kind" = frozen ] && hold=$freeze_s
-  [ "$kind" = failover ] && hold=10
+  case $kind in *failover*|arbitrator-lost) hold=10 ;; esac
   # Per-second lines: "[ 17s ] thds: 8 tps: 412.00 qps: ... lat (ms,99%): 30.26 ...".
   local zero p99 trx
   zero=$(awk -v last="$total" '/^\[ *[0-9]+s \]/ { s=$2+0; if (s>1 && s<last && $7+0==0) z++ }
@@ -135,9 +150,11 @@ run_one() { # provider_label provider kind
   p99=$(awk -v from="$at" -v to=$((at + hold)) '/^\[ *[0-9]+s \]/ {
       s=$2+0; if (s>from && s<=to+2) { v=$14+0; if (v>w) w=v } } END { printf "%.1f", w }' "$report")
   trx=$(awk '/transactions:/ {print $2; exit}' "$report")
-  printf '%s\t%s\tnode%s\t%s\t%s\t%s\t%s\n' "$label" "$kind" "$node" "$zero" "$p99" "$back" \
+  case $node in [0-9]*) node=node$node ;; esac
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$kind" "$node" "$zero" "$p99" "$back" \
     "${trx:-0}" | tee -a "$tsv"
-  "$trireme" cluster compare --dir "$dir" --tables sbtest.sbtest1,sbtest.sbtest2,sbtest.sbtest3,sbtest.sbtest4 \
+  # shellcheck disable=SC2086
+  "$trireme" cluster compare --dir "$dir" --nodes "$(echo $data | tr ' ' ,)" --tables sbtest.sbtest1,sbtest.sbtest2,sbtest.sbtest3,sbtest.sbtest4 \
     >"$work/compare.log" 2>&1 || { echo "$label $kind: the nodes differ:"; cat "$work/compare.log"; exit 1; }
   "$trireme" cluster down --dir "$dir" >/dev/null 2>&1
   dir=""

@@ -18,6 +18,7 @@ use crate::config::{
 use crate::hosts::{self, HostNetwork};
 use crate::sys::{self, wait_until};
 
+mod arbitrator;
 mod locate;
 mod startup;
 mod status;
@@ -110,6 +111,8 @@ pub struct UpOptions {
     /// Start every joiner at the same moment once the first node is up, as an orchestrator
     /// starting its pods in parallel does (default: one after another).
     pub joiners_together: bool,
+    /// A `trireme-arbitrator` beside the nodes (default: none), see `cluster/arbitrator.rs`.
+    pub arbitrator: Option<bool>,
     /// Bounds on the waits.
     pub timeouts: Timeouts,
 }
@@ -128,6 +131,7 @@ impl UpOptions {
             server_options: None,
             hosts: None,
             joiners_together: false,
+            arbitrator: None,
             timeouts: Timeouts::default(),
         }
     }
@@ -234,7 +238,7 @@ impl Cluster {
     pub fn network(&self) -> Option<HostNetwork> {
         self.config
             .hosts
-            .then(|| HostNetwork::new(self.config.nodes))
+            .then(|| HostNetwork::new(self.config.nodes + usize::from(self.config.arbitrator)))
     }
 
     /// The bounds on waits used by this handle.
@@ -320,6 +324,8 @@ impl Cluster {
     /// Stops every running node cleanly, the highest-numbered first, so that node 1 stops
     /// last and is the one Galera marks safe to bootstrap.
     pub fn down(&self) -> Result<()> {
+        // First: a node that leaves last alone is the one marked safe to bootstrap.
+        self.stop_arbitrator()?;
         let running: Vec<(usize, u32)> = (1..=self.config.nodes)
             .rev()
             .filter_map(|n| self.pid(n).map(|p| (n, p)))
@@ -600,6 +606,16 @@ fn check_all_ports(config: &ClusterConfig) -> Result<()> {
     }
     for node in 1..=config.nodes {
         check_ports(config, node)?;
+    }
+    if config.arbitrator {
+        let member = config.arbitrator_member();
+        let port = config.ports(member).group;
+        if !wait_until(PORT_RELEASE_WAIT, || sys::port_free(port)) {
+            bail!(
+                "port {port} (the arbitrator's group port) on 127.0.0.1 is in use by another \
+                 program: choose another --base-port"
+            );
+        }
     }
     Ok(())
 }

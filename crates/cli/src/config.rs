@@ -141,6 +141,9 @@ pub struct ClusterConfig {
     /// Whether every node runs on a host of its own (a network namespace, see
     /// [`crate::hosts`]) with a `my.cnf` written as a DBA writes it for real machines.
     pub hosts: bool,
+    /// Whether a `trireme-arbitrator` runs beside the nodes, as member `nodes + 1` (on its
+    /// own host with `hosts`), see [`ClusterConfig::arbitrator_cfg`].
+    pub arbitrator: bool,
 }
 
 /// The standard ports every node of a `--hosts` cluster uses on its own host.
@@ -159,6 +162,14 @@ fn settings(list: &str) -> impl Iterator<Item = &str> {
 impl ClusterConfig {
     /// Checks the values a user can get wrong; the message says what to change.
     pub fn validate(&self) -> Result<()> {
+        if self.arbitrator && self.nodes >= MAX_NODES {
+            bail!(
+                "an arbitrator takes the place of member {}: a cluster with an arbitrator has \
+                 at most {} nodes",
+                self.nodes + 1,
+                MAX_NODES - 1
+            );
+        }
         if !(1..=MAX_NODES).contains(&self.nodes) {
             bail!(
                 "--nodes {} is out of range: use 1 to {MAX_NODES}",
@@ -416,7 +427,7 @@ impl ClusterConfig {
         format!(
             "# Written by `trireme cluster up`; read by every other `trireme cluster` command.\n\
              nodes={}\nbase_port={}\nprovider={}\nsst_method={}\nuser={}\nprovider_options={}\n\
-             sst_options={}\nserver_options={}\nhosts={}\n",
+             sst_options={}\nserver_options={}\nhosts={}\narbitrator={}\n",
             self.nodes,
             self.base_port,
             self.provider.display(),
@@ -426,6 +437,7 @@ impl ClusterConfig {
             self.sst_options,
             self.server_options,
             if self.hosts { "yes" } else { "no" },
+            if self.arbitrator { "yes" } else { "no" },
         )
     }
 
@@ -441,6 +453,7 @@ impl ClusterConfig {
         // Absent from the files of clusters created before the option existed.
         let mut server_options = String::new();
         let mut hosts = false;
+        let mut arbitrator = false;
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -460,6 +473,7 @@ impl ClusterConfig {
                 "sst_options" => sst_options = value.to_string(),
                 "server_options" => server_options = value.to_string(),
                 "hosts" => hosts = value == "yes",
+                "arbitrator" => arbitrator = value == "yes",
                 other => bail!("line {}: unknown key {other:?}", number + 1),
             }
         }
@@ -474,6 +488,7 @@ impl ClusterConfig {
             sst_options,
             server_options,
             hosts,
+            arbitrator,
         };
         config.validate()?;
         Ok(config)
@@ -517,6 +532,7 @@ mod tests {
             sst_options: String::new(),
             server_options: String::new(),
             hosts: false,
+            arbitrator: false,
         }
     }
 

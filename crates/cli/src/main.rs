@@ -170,6 +170,10 @@ struct UpArgs {
     /// Start all joiners at the same moment once the first node is up.
     #[arg(long)]
     joiners_together: bool,
+    /// Run a trireme-arbitrator beside the nodes (member N+1, on a host of its own with
+    /// --hosts), as garbd beside two data nodes.
+    #[arg(long)]
+    arbitrator: bool,
     /// Seconds each node may take to become Synced (SST included).
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     timeout: u64,
@@ -254,6 +258,27 @@ enum ClusterCommand {
         #[command(flatten)]
         dir: DirArg,
     },
+    /// Start, stop or signal the cluster's arbitrator (made with `up --arbitrator`).
+    Arbitrator {
+        #[command(subcommand)]
+        action: ArbitratorAction,
+        #[command(flatten)]
+        dir: DirArg,
+    },
+}
+
+#[derive(Subcommand)]
+enum ArbitratorAction {
+    /// Start it; it joins the running nodes.
+    Start,
+    /// Stop it cleanly: it leaves the group.
+    Stop,
+    /// Send it a signal.
+    Kill {
+        /// KILL (crash), STOP (hang), CONT (resume) or TERM (clean stop, not waited for).
+        #[arg(long, value_enum, ignore_case = true, default_value = "kill")]
+        signal: SignalArg,
+    },
 }
 
 #[derive(Subcommand)]
@@ -304,6 +329,17 @@ enum SignalArg {
     Term,
 }
 
+impl SignalArg {
+    fn signal(self) -> Signal {
+        match self {
+            SignalArg::Kill => Signal::Kill,
+            SignalArg::Stop => Signal::Stop,
+            SignalArg::Cont => Signal::Cont,
+            SignalArg::Term => Signal::Term,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
@@ -328,7 +364,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         ClusterCommand::Net { fault, dir } => net_fault(fault, dir)?,
         ClusterCommand::Status { dir } => {
             let cluster = Cluster::open(dir.resolve())?;
-            print!("{}", format_status_table(&cluster.status()));
+            print_status(&cluster);
         }
         ClusterCommand::Down { dir, timeout } => {
             let mut cluster = Cluster::open(dir.resolve())?;
@@ -348,12 +384,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         ClusterCommand::Kill { node, signal, dir } => {
             let cluster = Cluster::open(dir.resolve())?;
-            let signal = match signal {
-                SignalArg::Kill => Signal::Kill,
-                SignalArg::Stop => Signal::Stop,
-                SignalArg::Cont => Signal::Cont,
-                SignalArg::Term => Signal::Term,
-            };
+            let signal = signal.signal();
             cluster
                 .kill(node, signal)
                 .with_context(|| format!("cannot send SIG{} to node{node}", signal.name()))?;
@@ -394,6 +425,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let cluster = Cluster::open(dir.resolve())?;
             cluster.stop_node(node)?;
         }
+        ClusterCommand::Arbitrator { action, dir } => {
+            let cluster = Cluster::open(dir.resolve())?;
+            match action {
+                ArbitratorAction::Start => {
+                    let pid = cluster.start_arbitrator()?;
+                    println!("the arbitrator runs (pid {pid})");
+                }
+                ArbitratorAction::Stop => cluster.stop_arbitrator()?,
+                ArbitratorAction::Kill { signal } => {
+                    let signal = signal.signal();
+                    cluster.kill_arbitrator(signal).with_context(|| {
+                        format!("cannot send SIG{} to the arbitrator", signal.name())
+                    })?;
+                    println!("sent SIG{} to the arbitrator", signal.name());
+                }
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -403,6 +451,7 @@ fn cluster_up(args: UpArgs) -> Result<()> {
     let mut opts = UpOptions::new(args.dir.resolve());
     opts.hosts = args.hosts.then_some(true);
     opts.joiners_together = args.joiners_together;
+    opts.arbitrator = args.arbitrator.then_some(true);
     opts.nodes = args.nodes;
     opts.provider = args.provider;
     opts.base_port = args.base_port;
@@ -424,8 +473,19 @@ fn cluster_up(args: UpArgs) -> Result<()> {
         println!("  mariadb -S {} -uroot", cluster.socket(node).display());
     }
     println!();
-    print!("{}", format_status_table(&cluster.status()));
+    print_status(&cluster);
     Ok(())
+}
+
+/// The nodes' status table, and the arbitrator's line when the cluster has one.
+fn print_status(cluster: &Cluster) {
+    print!("{}", format_status_table(&cluster.status()));
+    if cluster.config().arbitrator {
+        match cluster.arbitrator_pid() {
+            Some(pid) => println!("arbitrator: running, pid {pid}"),
+            None => println!("arbitrator: not running"),
+        }
+    }
 }
 
 /// `trireme cluster net`: a fault on a --hosts cluster's network.

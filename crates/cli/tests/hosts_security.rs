@@ -11,14 +11,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cli::garbage::Garbage;
 use cli::net_load::{self, NetLoad};
 use cli::{hosts, Cluster, Signal, SstMethod, Timeouts, UpOptions};
 
 mod common;
-use common::{assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider, ClusterGuard};
+use common::{
+    assert_equal_at_rest, make_certs, new_cluster_dir, preflight, trireme_provider, wait_for,
+    ClusterGuard,
+};
 
 /// The hosts' namespaces and bridge have fixed names: one cluster of hosts at a time.
 static ONE_NETWORK_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -27,16 +30,6 @@ fn one_network() -> MutexGuard<'static, ()> {
     ONE_NETWORK_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Makes the test certificates in `dir` with the real openssl tool.
-fn make_certs(dir: &Path) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-test-certs.sh");
-    let status = Command::new(script)
-        .arg(dir)
-        .status()
-        .expect("make-test-certs.sh");
-    assert!(status.success(), "make-test-certs.sh failed");
 }
 
 /// The provider options of a node that uses the certificate `name` under CA `ca`.
@@ -124,14 +117,6 @@ fn s_client(certs: &Path, node: usize) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
-}
-
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Replaces `from` with `to` in node `node`'s my.cnf.

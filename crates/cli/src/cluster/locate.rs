@@ -34,6 +34,12 @@ pub const SST_SCRIPT: &str = "wsrep_sst_trireme";
 /// The directory holding `wsrep_sst_trireme`: next to the running binary (or one level up
 /// from a test binary in `deps/`), else anywhere on PATH.
 pub fn sst_script_dir() -> Result<PathBuf> {
+    program_dir(SST_SCRIPT, "sst").context("--sst-method trireme needs it")
+}
+
+/// The directory holding `program`: next to the running binary (or one level up from a
+/// test binary in `deps/`), else anywhere on PATH. `package` builds it.
+pub(super) fn program_dir(program: &str, package: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the running binary's path")?;
     let mut looked = Vec::new();
     if let Some(dir) = exe.parent() {
@@ -49,11 +55,11 @@ pub fn sst_script_dir() -> Result<PathBuf> {
     ));
     looked
         .into_iter()
-        .find(|dir| dir.join(SST_SCRIPT).is_file())
+        .find(|dir| dir.join(program).is_file())
         .ok_or_else(|| {
             anyhow!(
-                "--sst-method trireme needs {SST_SCRIPT} next to this binary or on PATH: build it \
-                 with `cargo build --release -p sst`"
+                "{program} is neither next to this binary nor on PATH: build it with \
+                 `cargo build --release -p {package}`"
             )
         })
 }

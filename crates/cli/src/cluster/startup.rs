@@ -27,6 +27,7 @@ impl Cluster {
             sst_options: opts.sst_options.clone().unwrap_or_default(),
             server_options: opts.server_options.clone().unwrap_or_default(),
             hosts: opts.hosts.unwrap_or(false),
+            arbitrator: opts.arbitrator.unwrap_or(false),
         };
         if config.sst_method == SstMethod::Trireme {
             sst_script_dir()?;
@@ -67,6 +68,9 @@ impl Cluster {
         }
         cluster.install_db(1)?;
         cluster.start_all(1, opts.joiners_together)?;
+        if cluster.config.arbitrator {
+            cluster.start_arbitrator()?;
+        }
         Ok(cluster)
     }
 
@@ -122,6 +126,9 @@ impl Cluster {
             dir.display()
         );
         cluster.start_all(bootstrap, opts.joiners_together)?;
+        if cluster.config.arbitrator && cluster.arbitrator_pid().is_none() {
+            cluster.start_arbitrator()?;
+        }
         Ok(cluster)
     }
 
@@ -407,6 +414,11 @@ fn refuse_changed_options(dir: &Path, config: &ClusterConfig, opts: &UpOptions) 
             "--hosts",
             opts.hosts.map(|v| v.to_string()),
             config.hosts.to_string(),
+        ),
+        (
+            "--arbitrator",
+            opts.arbitrator.map(|v| v.to_string()),
+            config.arbitrator.to_string(),
         ),
     ];
     for (flag, given, recorded) in conflicts {

@@ -75,3 +75,46 @@ fn up_options_default_to_nothing_recorded() {
     assert!(o.nodes.is_none() && o.provider.is_none() && o.base_port.is_none());
     assert_eq!(o.timeouts.node_start, Duration::from_secs(120));
 }
+
+/// The arbitrator's settings file holds garbd's keys: the nodes' address, the cluster name,
+/// its own listen address on loopback (none on hosts: the default port), and the nodes'
+/// provider options except the gcache's, which an arbitrator has none of.
+#[test]
+fn the_arbitrator_settings_file_takes_the_nodes_options_but_the_gcache() {
+    let mut config = ClusterConfig::parse_file_text(
+        Path::new("/tmp/tc"),
+        "nodes=2\nbase_port=20000\nprovider=/p/libtrireme.so\nsst_method=rsync\nuser=\n\
+         provider_options=gcache.size=1G; socket.ssl_key=/k.pem\narbitrator=yes\n",
+    )
+    .unwrap();
+    assert!(config.arbitrator);
+    let text = config.render_arbitrator_cfg();
+    let line = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = ")))
+            .map(str::to_owned)
+    };
+    assert_eq!(line("address").unwrap(), config.cluster_address());
+    assert_eq!(line("group").unwrap(), "trireme");
+    let port = crate::config::NodePorts::for_node(20000, 3).group;
+    assert_eq!(
+        line("options").unwrap(),
+        format!("gmcast.listen_addr=tcp://127.0.0.1:{port}; socket.ssl_key=/k.pem")
+    );
+    config.hosts = true;
+    let on_hosts = config.render_arbitrator_cfg();
+    assert!(
+        on_hosts.contains("options = socket.ssl_key=/k.pem\n"),
+        "{on_hosts}"
+    );
+    assert!(
+        ClusterConfig::parse_file_text(Path::new("/tmp/tc"), &config.to_file_text())
+            .unwrap()
+            .arbitrator
+    );
+    config.nodes = 9;
+    assert!(
+        config.validate().is_err(),
+        "nine nodes leave no member number for it"
+    );
+}

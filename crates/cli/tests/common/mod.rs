@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cli::{find_free_base_port, Cluster, Comparison, RestOptions, MARIADBD};
 
@@ -28,8 +28,11 @@ impl Drop for ClusterGuard {
         if thread::panicking() {
             // The directory goes with the guard: keep what explains the failure in the
             // test's output.
-            for node in 1..=9 {
-                let log = self.path().join(format!("node{node}/error.log"));
+            let logs = (1..=9)
+                .map(|node| format!("node{node}/error.log"))
+                .chain(["arbitrator/arbitrator.log".to_owned()]);
+            for name in logs {
+                let log = self.path().join(name);
                 let Ok(text) = std::fs::read_to_string(&log) else {
                     continue;
                 };
@@ -160,4 +163,26 @@ pub(crate) fn new_cluster_dir() -> (ClusterGuard, u16) {
         .or_else(|| find_free_base_port(NODES, 17000))
         .expect("no free port range below 32768");
     (ClusterGuard { dir }, base_port)
+}
+
+/// Polls `done` every 200 ms until it holds, failing the test after `limit`; returns how
+/// long it took.
+pub(crate) fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        thread::sleep(Duration::from_millis(200));
+    }
+    start.elapsed()
+}
+
+/// Makes the test certificates in `dir` with the real openssl tool
+/// (`scripts/make-test-certs.sh` says which).
+pub(crate) fn make_certs(dir: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-test-certs.sh");
+    let status = std::process::Command::new(script)
+        .arg(dir)
+        .status()
+        .expect("make-test-certs.sh");
+    assert!(status.success(), "make-test-certs.sh failed");
 }
