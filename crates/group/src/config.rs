@@ -51,6 +51,10 @@ pub struct GroupConfig {
     /// `pc.ignore_sb`: a member cut off from the majority for `evs.suspect_timeout` goes on
     /// as a primary component of itself alone, accepting a split brain, as Galera does.
     pub ignore_split_brain: bool,
+    /// `pc.ignore_quorum`: the same, for a member that lost its quorum however the group
+    /// split. Trireme's `pc.ignore_sb` already goes on whatever the split, so the two act
+    /// alike; each is logged under its own name.
+    pub ignore_quorum: bool,
 }
 
 /// Galera's default and ceiling of `repl.max_ws_size`: 2 GiB - 1.
@@ -75,6 +79,47 @@ impl Default for GroupConfig {
             join_retry_ticks: 20,
             max_ws_size: MAX_WS_SIZE_DEFAULT,
             ignore_split_brain: false,
+            ignore_quorum: false,
+        }
+    }
+}
+
+/// An option that lets a member without a quorum go on as a primary component of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuorumOverride {
+    /// `pc.ignore_sb`.
+    IgnoreSplitBrain,
+    /// `pc.ignore_quorum`.
+    IgnoreQuorum,
+}
+
+impl QuorumOverride {
+    /// The option's name.
+    pub fn option(self) -> &'static str {
+        match self {
+            QuorumOverride::IgnoreSplitBrain => "pc.ignore_sb",
+            QuorumOverride::IgnoreQuorum => "pc.ignore_quorum",
+        }
+    }
+
+    /// What it ignores, in Galera's log words.
+    pub fn ignored(self) -> &'static str {
+        match self {
+            QuorumOverride::IgnoreSplitBrain => "possible split-brain",
+            QuorumOverride::IgnoreQuorum => "lack of quorum",
+        }
+    }
+}
+
+impl GroupConfig {
+    /// The option on, if any, that lets a member without a quorum go on alone.
+    pub fn goes_on_without_quorum(&self) -> Option<QuorumOverride> {
+        if self.ignore_split_brain {
+            Some(QuorumOverride::IgnoreSplitBrain)
+        } else if self.ignore_quorum {
+            Some(QuorumOverride::IgnoreQuorum)
+        } else {
+            None
         }
     }
 }

@@ -34,7 +34,7 @@ mod admission;
 mod node;
 
 pub use check::RaftRefusal;
-pub use config::{ConfigError, GroupConfig, MAX_WS_SIZE_DEFAULT};
+pub use config::{ConfigError, GroupConfig, QuorumOverride, MAX_WS_SIZE_DEFAULT};
 pub use node::{
     Delivery, FlowCounters, FlowTriggers, GroupNode, GroupStatus, Outgoing, ReceiveError, View,
     ViewMember, CHUNK_BYTES,

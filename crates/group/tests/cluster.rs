@@ -695,3 +695,31 @@ fn an_arbitrator_keeps_the_quorum_of_two_data_members() {
         assert_same_history(&cluster, &survivors);
     }
 }
+
+/// `pc.ignore_quorum`: a member cut off from the other two of three goes on alone after a
+/// suspect timeout, as with `pc.ignore_sb`, and the majority goes on too (a split brain the
+/// DBA asked for).
+#[test]
+fn ignoring_quorum_a_member_cut_off_from_the_majority_goes_on_alone() {
+    let mut cluster = Cluster::new(3);
+    let mut ignoring = common::config();
+    ignoring.ignore_quorum = true;
+    cluster.node(2).reconfigure(&ignoring);
+    cluster.run(20);
+    cluster.isolated.insert(2);
+    cluster.run_until(
+        |c| {
+            c.last_view(2)
+                .is_some_and(|v| v.primary && v.members.len() == 1)
+        },
+        400,
+    );
+    assert!(cluster.node(0).is_primary() && cluster.node(1).is_primary());
+    let mut strict = Cluster::new(3);
+    strict.isolated.insert(2);
+    strict.run(400);
+    assert!(
+        !strict.node(2).is_primary(),
+        "without it, a lone third waits"
+    );
+}

@@ -119,6 +119,8 @@ pub struct ProviderOptions {
     /// `pc.bootstrap`: a request to form a new primary component from this node. The
     /// provider acts on it and clears it with [`ProviderOptions::take_pc_bootstrap`].
     pub pc_bootstrap: bool,
+    /// `pc.ignore_quorum`: go on as a primary component without a quorum (dangerous).
+    pub pc_ignore_quorum: bool,
     /// `pc.ignore_sb`: keep accepting writes after a split brain (dangerous; tests use it).
     pub pc_ignore_sb: bool,
     /// `pc.weight`: the node's weight in quorum decisions.
@@ -181,6 +183,7 @@ impl Default for ProviderOptions {
             repl_causal_read_timeout: Duration::from_secs(30),
             cert_log_conflicts: false,
             pc_bootstrap: false,
+            pc_ignore_quorum: false,
             pc_ignore_sb: false,
             pc_weight: 1,
             socket_ssl: false,
@@ -357,6 +360,7 @@ impl ProviderOptions {
         config.fc_single_primary = self.gcs_fc_single_primary;
         config.max_ws_size = self.repl_max_ws_size;
         config.ignore_split_brain = self.pc_ignore_sb;
+        config.ignore_quorum = self.pc_ignore_quorum;
         config
     }
 

@@ -39,6 +39,7 @@ fn sample(name: &str) -> &'static str {
         "ist.recv_addr" => "ist.recv_addr=10.0.0.1",
         "ist.recv_bind" => "ist.recv_bind=0.0.0.0",
         "pc.bootstrap" => "pc.bootstrap=yes",
+        "pc.ignore_quorum" => "pc.ignore_quorum=yes",
         "pc.ignore_sb" => "pc.ignore_sb=yes",
         "pc.weight" => "pc.weight=2",
         "repl.causal_read_timeout" => "repl.causal_read_timeout=PT1S",
@@ -245,4 +246,25 @@ fn a_reload_request_at_start_is_not_kept() {
     .unwrap();
     assert!(!options.take_ssl_reload());
     assert!(no_effect_names(&warnings).contains("socket.ssl_reload"));
+}
+
+/// `pc.ignore_quorum` reaches the group layer at start and at runtime, as `pc.ignore_sb`
+/// does: a member that lost its quorum goes on alone (see `group::QuorumOverride`).
+#[test]
+fn ignore_quorum_takes_effect_at_start_and_at_runtime() {
+    let (options, notes) = ProviderOptions::parse("pc.ignore_quorum=TRUE").unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    let config = options.group_config();
+    assert!(config.ignore_quorum && !config.ignore_split_brain);
+    assert_eq!(
+        config.goes_on_without_quorum(),
+        Some(group::QuorumOverride::IgnoreQuorum)
+    );
+    let mut running = ProviderOptions::parse("").unwrap().0;
+    assert_eq!(running.group_config().goes_on_without_quorum(), None);
+    assert!(running
+        .set_runtime("pc.ignore_quorum=1")
+        .unwrap()
+        .is_empty());
+    assert!(running.group_config().ignore_quorum);
 }

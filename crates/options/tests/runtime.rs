@@ -29,6 +29,7 @@ fn runtime_settable_options_are_the_documented_ones() {
             "gcs.fc_limit",
             "gmcast.isolate",
             "pc.bootstrap",
+            "pc.ignore_quorum",
             "pc.ignore_sb",
             "pc.weight",
             "repl.causal_read_timeout",

@@ -145,12 +145,14 @@ impl GroupNode {
         self.config.fc_factor = config.fc_factor;
         self.config.max_ws_size = config.max_ws_size;
         self.config.ignore_split_brain = config.ignore_split_brain;
+        self.config.ignore_quorum = config.ignore_quorum;
         tracing::info!(
             suspect = ?config.suspect_timeout,
             fc_limit = config.fc_limit,
             fc_factor = config.fc_factor,
             max_ws_size = config.max_ws_size,
             ignore_split_brain = config.ignore_split_brain,
+            ignore_quorum = config.ignore_quorum,
             "group options changed"
         );
     }

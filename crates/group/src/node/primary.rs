@@ -6,6 +6,7 @@ use base::{NodeState, Seqno};
 use super::delivery::{Delivery, View, ViewMember};
 use super::membership::DEPARTED_REMEMBERED;
 use super::GroupNode;
+use crate::config::QuorumOverride;
 use crate::state::GroupState;
 
 impl GroupNode {
@@ -130,10 +131,11 @@ impl GroupNode {
         } else if self.non_primary_since.is_none() {
             self.non_primary_since = Some(self.tick);
         }
-        // `pc.ignore_sb`: as in Galera, a primary component that lost its peers stays
-        // primary until its view of this node alone forms (`maybe_continue_alone`), so
-        // that writes in flight wait for it rather than fail on a non-primary view.
-        let holding = self.config.ignore_split_brain
+        // `pc.ignore_sb` (or `pc.ignore_quorum`): as in Galera, a primary component that
+        // lost its peers stays primary until its view of this node alone forms
+        // (`maybe_continue_alone`), so that writes in flight wait for it rather than fail
+        // on a non-primary view.
+        let holding = self.config.goes_on_without_quorum().is_some()
             && self.primary
             && self.member
             && self.leaving.is_none()
@@ -158,14 +160,14 @@ impl GroupNode {
         self.deliver_view(view);
     }
 
-    /// `pc.ignore_sb`: a member outside any primary component for a suspect timeout goes
-    /// on alone (see [`GroupNode::continue_alone`]).
+    /// `pc.ignore_sb` or `pc.ignore_quorum`: a member outside any primary component for a
+    /// suspect timeout goes on alone (see [`GroupNode::continue_alone`]).
     pub(super) fn maybe_continue_alone(&mut self) {
         let Some(since) = self.non_primary_since else {
             return;
         };
         let waited = self.tick.saturating_sub(since) >= self.config.suspect_ticks();
-        if self.config.ignore_split_brain
+        if self.config.goes_on_without_quorum().is_some()
             && waited
             && self.member
             && self.leaving.is_none()
@@ -185,12 +187,18 @@ impl GroupNode {
         base::mark!("group.continued_alone");
         // Galera's words (target `wsrep`: logged without the module path), which operators
         // and MariaDB's tests look for.
+        let allowed_by = self
+            .config
+            .goes_on_without_quorum()
+            .unwrap_or(QuorumOverride::IgnoreSplitBrain);
         tracing::warn!(
             target: "wsrep",
-            "Ignoring possible split-brain (allowed by configuration) from view: {} (seqno {}); \
-             going on as a primary component of this node alone (pc.ignore_sb)",
+            "Ignoring {} (allowed by configuration) from view: {} (seqno {}); going on as a \
+             primary component of this node alone ({})",
+            allowed_by.ignored(),
             self.state.view_id,
-            self.last_delivered
+            self.last_delivered,
+            allowed_by.option()
         );
         let mut state = GroupState::genesis(
             self.state.cluster,

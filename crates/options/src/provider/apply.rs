@@ -170,6 +170,7 @@ impl ProviderOptions {
             Setting::IstRecvAddr => explicit.ist_recv_addr = endpoint()?,
             Setting::IstRecvBind => explicit.ist_recv_bind = endpoint()?,
             Setting::PcBootstrap => self.pc_bootstrap = boolean()?,
+            Setting::PcIgnoreQuorum => self.pc_ignore_quorum = boolean()?,
             Setting::PcIgnoreSb => self.pc_ignore_sb = boolean()?,
             Setting::PcWeight => self.pc_weight = byte()?,
             Setting::ReplCausalReadTimeout => {

@@ -42,6 +42,7 @@ impl ProviderOptions {
                 .map(Endpoint::to_string)
                 .unwrap_or_default(),
             Setting::PcBootstrap => true_false(self.pc_bootstrap).to_owned(),
+            Setting::PcIgnoreQuorum => true_false(self.pc_ignore_quorum).to_owned(),
             Setting::PcIgnoreSb => true_false(self.pc_ignore_sb).to_owned(),
             Setting::PcWeight => self.pc_weight.to_string(),
             Setting::ReplCausalReadTimeout => format_duration(self.repl_causal_read_timeout),

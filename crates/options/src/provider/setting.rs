@@ -41,6 +41,7 @@ pub(super) enum Setting {
     IstRecvAddr,
     IstRecvBind,
     PcBootstrap,
+    PcIgnoreQuorum,
     PcIgnoreSb,
     PcWeight,
     ReplCausalReadTimeout,
@@ -56,7 +57,7 @@ pub(super) enum Setting {
 }
 
 impl Setting {
-    pub(super) const ALL: [Setting; 38] = [
+    pub(super) const ALL: [Setting; 39] = [
         Setting::BaseDir,
         Setting::BaseHost,
         Setting::BasePort,
@@ -83,6 +84,7 @@ impl Setting {
         Setting::IstRecvAddr,
         Setting::IstRecvBind,
         Setting::PcBootstrap,
+        Setting::PcIgnoreQuorum,
         Setting::PcIgnoreSb,
         Setting::PcWeight,
         Setting::ReplCausalReadTimeout,
@@ -125,6 +127,7 @@ impl Setting {
             Setting::IstRecvAddr => "ist.recv_addr",
             Setting::IstRecvBind => "ist.recv_bind",
             Setting::PcBootstrap => "pc.bootstrap",
+            Setting::PcIgnoreQuorum => "pc.ignore_quorum",
             Setting::PcIgnoreSb => "pc.ignore_sb",
             Setting::PcWeight => "pc.weight",
             Setting::ReplCausalReadTimeout => "repl.causal_read_timeout",
@@ -158,6 +161,7 @@ impl Setting {
             | Setting::GcsFcLimit
             | Setting::GmcastIsolate
             | Setting::PcBootstrap
+            | Setting::PcIgnoreQuorum
             | Setting::PcIgnoreSb
             | Setting::PcWeight
             | Setting::ReplCausalReadTimeout
@@ -237,6 +241,7 @@ impl Setting {
             | Setting::IstRecvAddr
             | Setting::IstRecvBind
             | Setting::PcBootstrap
+            | Setting::PcIgnoreQuorum
             | Setting::PcIgnoreSb
             | Setting::ReplCausalReadTimeout
             | Setting::ReplMaxWsSize

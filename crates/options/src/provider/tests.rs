@@ -52,6 +52,7 @@ fn readers(key: Setting) -> &'static [&'static str] {
         Setting::EvsKeepalivePeriod => &["evs_keepalive_period"],
         Setting::GmcastIsolate => &["gmcast_isolate"],
         Setting::GmcastSegment => &["gmcast_segment"],
+        Setting::PcIgnoreQuorum => &["pc_ignore_quorum"],
         Setting::PcIgnoreSb => &["pc_ignore_sb"],
         Setting::PcWeight => &["pc_weight"],
         Setting::ReplCommitOrder => &["repl_commit_order"],
