@@ -19,6 +19,9 @@ use crate::config::Settings;
 /// How often the member loop looks at the stop flag while no delivery arrives.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
+/// How often an arbitrator outside any primary component says so, with what to do.
+pub const STRANDED_REPORT_EVERY: Duration = Duration::from_secs(30);
+
 /// How long a leaving arbitrator waits for the group to confirm it left.
 pub const LEAVE_WAIT: Duration = Duration::from_secs(5);
 
@@ -105,7 +108,11 @@ pub fn run(settings: &Settings, stop: &AtomicBool) -> Result<(), MemberError> {
 fn follow(deliveries: &Receiver<Delivery>, stop: &AtomicBool) {
     let mut ordered: u64 = 0;
     let mut last_logged = None;
+    let mut stranded: Option<Stranded> = None;
     while !stop.load(Ordering::Acquire) {
+        if let Some(stranded) = stranded.as_mut() {
+            stranded.report_when_due();
+        }
         match deliveries.recv_timeout(STOP_POLL) {
             Ok(Delivery::View(view)) => {
                 // An ordered view and the local one that confirms it say the same.
@@ -113,6 +120,11 @@ fn follow(deliveries: &Receiver<Delivery>, stop: &AtomicBool) {
                 if last_logged.as_ref() != Some(&summary) {
                     log_view(&view, ordered);
                     last_logged = Some(summary);
+                }
+                if view.primary {
+                    stranded = None;
+                } else if stranded.is_none() {
+                    stranded = Some(Stranded::since_now());
                 }
             }
             Ok(Delivery::WriteSet { .. }) => ordered += 1,
@@ -127,6 +139,37 @@ fn follow(deliveries: &Receiver<Delivery>, stop: &AtomicBool) {
                 return;
             }
         }
+    }
+}
+
+/// Time outside any primary component, reported every [`STRANDED_REPORT_EVERY`] with what
+/// the DBA can do: the arbitrator never waits in silence.
+struct Stranded {
+    since: Instant,
+    reported: Instant,
+}
+
+impl Stranded {
+    fn since_now() -> Stranded {
+        let now = Instant::now();
+        Stranded {
+            since: now,
+            reported: now,
+        }
+    }
+
+    fn report_when_due(&mut self) {
+        if self.reported.elapsed() < STRANDED_REPORT_EVERY {
+            return;
+        }
+        self.reported = Instant::now();
+        tracing::warn!(
+            "outside any primary component for {} s: waiting for the data nodes of the last \
+             primary view. If they were all restarted since (the cluster was bootstrapped \
+             again), restart this arbitrator: it cannot tell the new cluster from the one it \
+             was in",
+            self.since.elapsed().as_secs()
+        );
     }
 }
 

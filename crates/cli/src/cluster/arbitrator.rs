@@ -72,6 +72,21 @@ impl ClusterConfig {
     }
 }
 
+/// On loopback, the arbitrator's group port must be free (on hosts it has a host of its own).
+pub(super) fn check_arbitrator_port(config: &ClusterConfig) -> Result<()> {
+    if config.hosts || !config.arbitrator {
+        return Ok(());
+    }
+    let port = config.ports(config.arbitrator_member()).group;
+    if !wait_until(PORT_RELEASE_WAIT, || sys::port_free(port)) {
+        bail!(
+            "port {port} (the arbitrator's group port) on 127.0.0.1 is in use by another \
+             program: choose another --base-port"
+        );
+    }
+    Ok(())
+}
+
 impl Cluster {
     /// The arbitrator's pid if it runs (from its pid file, checked in /proc).
     pub fn arbitrator_pid(&self) -> Option<u32> {
@@ -93,6 +108,7 @@ impl Cluster {
             bail!("the arbitrator already runs (pid {pid})");
         }
         let config = &self.config;
+        check_arbitrator_port(config)?;
         create_dir_mode(&config.arbitrator_dir(), 0o755)?;
         let cfg = config.arbitrator_cfg();
         fs::write(&cfg, config.render_arbitrator_cfg())

@@ -34,6 +34,7 @@ impl Cluster {
         }
         config.validate()?;
         check_all_ports(&config)?;
+        arbitrator::check_arbitrator_port(&config)?;
         let ids = match &config.user {
             Some(user) => Some(sys::ensure_system_user(user)?),
             None => None,
@@ -126,7 +127,10 @@ impl Cluster {
             dir.display()
         );
         cluster.start_all(bootstrap, opts.joiners_together)?;
-        if cluster.config.arbitrator && cluster.arbitrator_pid().is_none() {
+        if cluster.config.arbitrator {
+            // One that outlived the nodes belongs to the group they had: it cannot tell the
+            // new one from it, so it starts over too.
+            cluster.stop_arbitrator()?;
             cluster.start_arbitrator()?;
         }
         Ok(cluster)
