@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Sums bench/scripts/thread_cpu_pair.sh's snapshots: per thread name, CPU milliseconds and
-context switches per committed transaction, for side A and side B, and their ratio.
+"""Sums bench/scripts/thread_cpu_pair.sh's snapshots: per thread name, CPU milliseconds,
+context switches and milliseconds spent runnable but waiting for a core (schedstat) per
+committed transaction, for side A and side B, and their ratio.
 
 Usage: thread_cpu.py DIR   (DIR holds {A,B}-r<N>.before/.after/.sysbench.txt)
 """
@@ -20,11 +21,13 @@ def load(path):
     with open(path) as f:
         for line in f:
             fields = line.split()
-            if len(fields) != 7:
+            if len(fields) not in (7, 9):
                 continue
             node, tid, name = fields[:3]
-            utime, stime, voluntary, involuntary = map(int, fields[3:])
-            threads[(node, tid)] = (name, utime + stime, voluntary, involuntary)
+            utime, stime, voluntary, involuntary = map(int, fields[3:7])
+            # Snapshots taken before schedstat was recorded have no wait figure.
+            wait_ns = int(fields[8]) if len(fields) == 9 else 0
+            threads[(node, tid)] = (name, utime + stime, voluntary, involuntary, wait_ns)
     return threads
 
 
@@ -46,12 +49,13 @@ def side_totals(directory, side):
             sys.exit(f"{report}: sysbench reported no transactions")
         totals["transactions"] += int(match.group(1))
         before, after = load(stem + ".before"), load(stem + ".after")
-        for key, (name, cpu, voluntary, involuntary) in after.items():
-            _, cpu0, voluntary0, involuntary0 = before.get(key, (name, 0, 0, 0))
+        for key, (name, cpu, voluntary, involuntary, wait) in after.items():
+            _, cpu0, voluntary0, involuntary0, wait0 = before.get(key, (name, 0, 0, 0, 0))
             for kind, value in (
                 ("cpu ms", (cpu - cpu0) * TICK_MS),
                 ("voluntary switches", voluntary - voluntary0),
                 ("involuntary switches", involuntary - involuntary0),
+                ("runqueue wait ms", (wait - wait0) / 1e6),
             ):
                 totals[(kind, group_name(name))] += value
                 totals[(kind, "all threads")] += value

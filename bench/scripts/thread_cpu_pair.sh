@@ -3,9 +3,10 @@
 # loopback (A on base port 27300, B on 28300), both up for the whole run, sysbench
 # oltp_write_only (8 tables x 10,000 rows) with THREADS client threads spread over the
 # nodes, REPS alternating pairs of SECONDS each (A first in odd pairs, B first in even).
-# Around every run it reads each mariadbd thread's CPU time and context switches from
-# /proc/<pid>/task/*, and bench/harness/thread_cpu.py sums them per thread name (the
-# provider's threads are named trireme-*) per committed transaction.
+# Around every run it reads each mariadbd thread's CPU time, context switches and time
+# runnable but waiting for a core from /proc/<pid>/task/*, and bench/harness/thread_cpu.py
+# sums them per thread name (the provider's threads are named trireme-*) per committed
+# transaction.
 #
 # Usage: bench/scripts/thread_cpu_pair.sh PROVIDER_A PROVIDER_B [--reps N] [--seconds N]
 #                                         [--threads N] [--out DIR]
@@ -56,7 +57,8 @@ for side in A B; do
 done
 
 # One line per thread of the side's servers: node, tid, name, CPU ticks, voluntary and
-# involuntary context switches.
+# involuntary context switches, then nanoseconds on the CPU and waiting for one (schedstat:
+# a runnable thread that waits for a core is time the 2 cores cannot give it).
 snapshot() {
   local side=$1 n pid task
   for n in 1 2 3; do
@@ -66,7 +68,9 @@ snapshot() {
       {
         printf 'node%s %s %s ' "$n" "${task##*/}" "$(tr ' ' '_' < "$task/comm")"
         printf '%s ' "$(cut -d' ' -f14,15 "$task/stat")"
-        awk '/^voluntary_ctxt/{v=$2} /^nonvoluntary_ctxt/{n=$2} END{print v, n}' "$task/status"
+        awk '/^voluntary_ctxt/{v=$2} /^nonvoluntary_ctxt/{n=$2} END{printf "%s %s ", v, n}' \
+          "$task/status"
+        cut -d' ' -f1,2 "$task/schedstat"
       } 2>/dev/null || true
     done
   done
