@@ -507,15 +507,21 @@ impl Cluster {
         }
     }
 
-    /// An error for a failed node, with the tail of its error log.
+    /// An error for a failed node, with the tails of its error log and of its standard
+    /// output: a server that dies before it opens its error log (or a namespace or program
+    /// that cannot be entered) says why only there.
     fn failure(&self, node: usize, what: &str) -> anyhow::Error {
         let log = self.config.error_log(node);
+        let out = self.config.stdout_log(node);
         anyhow!(
-            "{what}\n--- last {TAIL_LINES} lines of {} ---\n{}\n---\nThe cluster directory {} is \
-             left for inspection (also see the other nodes' error.log and mariadbd.out); stop \
-             what still runs with `trireme cluster down --dir {}`",
+            "{what}\n--- last {TAIL_LINES} lines of {} ---\n{}\n--- last {TAIL_LINES} lines of {} \
+             ---\n{}\n---\nThe cluster directory {} is left for inspection (also see the other \
+             nodes' error.log and mariadbd.out); stop what still runs with `trireme cluster \
+             down --dir {}`",
             log.display(),
             sys::tail(&log, TAIL_LINES),
+            out.display(),
+            sys::tail(&out, TAIL_LINES),
             self.dir().display(),
             self.dir().display()
         )

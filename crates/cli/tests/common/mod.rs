@@ -29,7 +29,12 @@ impl Drop for ClusterGuard {
             // The directory goes with the guard: keep what explains the failure in the
             // test's output.
             let logs = (1..=9)
-                .map(|node| format!("node{node}/error.log"))
+                .flat_map(|node| {
+                    [
+                        format!("node{node}/error.log"),
+                        format!("node{node}/mariadbd.out"),
+                    ]
+                })
                 .chain(["arbitrator/arbitrator.log".to_owned()]);
             for name in logs {
                 let log = self.path().join(name);
