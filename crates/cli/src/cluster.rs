@@ -42,6 +42,9 @@ pub const PROVIDER_FILE_NAME: &str = "libtrireme.so";
 const TAIL_LINES: usize = 40;
 /// Pause between two status polls while waiting for a node.
 const WAIT_POLL: Duration = Duration::from_millis(500);
+/// How long a starting server's pid may be unreadable (its pid file being rewritten) before
+/// the server counts as exited.
+const PID_REWRITE_WAIT: Duration = Duration::from_secs(2);
 /// The status variables the status table and the startup wait read.
 const STATUS_VARS: [&str; 12] = [
     "wsrep_local_state_comment",
@@ -459,6 +462,11 @@ impl Cluster {
         loop {
             let status = self.node_status(node);
             let Some(pid) = status.pid else {
+                // The server truncates and rewrites its pid file as it starts: an empty
+                // read is that moment, not an exit, unless the pid stays missing.
+                if wait_until(PID_REWRITE_WAIT, || self.pid(node).is_some()) {
+                    continue;
+                }
                 return Err(self.failure(node, &format!("node{node} exited while starting")));
             };
             if status.is_synced() && size.is_none_or(|s| status.cluster_size() == Some(s)) {
