@@ -23,14 +23,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The background process reads the same arguments from the same directory, so a
+    // relative --cfg names the same file; only then does it move to --workdir.
+    if settings.daemon && std::env::var_os(DAEMONIZED).is_none() {
+        return start_in_background();
+    }
     if let Some(dir) = &settings.workdir {
         if let Err(error) = std::env::set_current_dir(dir) {
             eprintln!("trireme-arbitrator: --workdir {}: {error}", dir.display());
             return ExitCode::from(2);
         }
-    }
-    if settings.daemon && std::env::var_os(DAEMONIZED).is_none() {
-        return start_in_background();
     }
     if let Err(error) = init_logging(settings.log.as_deref()) {
         eprintln!("trireme-arbitrator: --log: {error}");
