@@ -168,10 +168,6 @@ impl Settings {
             let at = file.iter().rposition(|(k, _)| k == key)?;
             Some(file.swap_remove(at).1)
         };
-        let given =
-            |flag: Option<String>, key: &str, file: &mut dyn FnMut(&str) -> Option<String>| {
-                flag.or_else(|| file(key))
-            };
         for (option, value) in [("--sst", &args.sst), ("--donor", &args.donor)] {
             if value.is_some() {
                 return Err(ConfigError::BackupRefused {
@@ -179,15 +175,12 @@ impl Settings {
                 });
             }
         }
-        let address = given(
-            args.address.or(args.group_address),
-            "address",
-            &mut from_file,
-        )
-        .ok_or(ConfigError::NoAddress)?;
-        let group = given(args.group, "group", &mut from_file);
-        let options = given(args.options, "options", &mut from_file);
-        let name = given(args.name, "name", &mut from_file);
+        let address = (args.address.or(args.group_address))
+            .or_else(|| from_file("address"))
+            .ok_or(ConfigError::NoAddress)?;
+        let group = args.group.or_else(|| from_file("group"));
+        let options = args.options.or_else(|| from_file("options"));
+        let name = args.name.or_else(|| from_file("name"));
         let log = args.log.or_else(|| from_file("log").map(PathBuf::from));
         let workdir = args
             .workdir
