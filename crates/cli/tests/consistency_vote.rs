@@ -13,8 +13,8 @@ use cli::{Cluster, SstMethod, UpOptions};
 
 mod common;
 use common::{
-    assert_equal_at_rest, assert_nodes_equal_at_rest, new_cluster_dir, preflight, trireme_provider,
-    value, wait_for,
+    assert_equal_at_rest, assert_nodes_equal_at_rest, log_line_count, new_cluster_dir,
+    new_log_lines, preflight, trireme_provider, value, wait_for,
 };
 
 const TABLE: &str = "trireme_vote.t";
@@ -49,7 +49,7 @@ fn a_node_that_alone_fails_to_apply_leaves_and_the_majority_goes_on() {
             .sql(3, &format!("SELECT COUNT(*) FROM {TABLE}"))
             .is_ok_and(|out| out.trim() == "2")
     });
-    let log_before = cluster.error_log_tail(3, usize::MAX).lines().count();
+    let log_before = log_line_count(&cluster, 3);
 
     cluster
         .sql(
@@ -64,9 +64,7 @@ fn a_node_that_alone_fails_to_apply_leaves_and_the_majority_goes_on() {
     wait_for("node 3 disconnected", Duration::from_secs(60), || {
         cluster.node_status(3).var("wsrep_cluster_status") == Some("Disconnected")
     });
-    let log = cluster.error_log_tail(3, usize::MAX);
-    let since: Vec<&str> = log.lines().skip(log_before).collect();
-    let since = since.join("\n");
+    let since = new_log_lines(&cluster, 3, log_before);
     assert!(
         since.contains("Inconsistency detected: Inconsistent by consensus on"),
         "node 3 does not say why it left:\n{since}"
@@ -99,11 +97,9 @@ fn a_node_that_alone_fails_to_apply_leaves_and_the_majority_goes_on() {
     assert_eq!(rows(&cluster, 1), "3");
 
     cluster.stop_node(3).unwrap();
-    let log_before = cluster.error_log_tail(3, usize::MAX).lines().count();
+    let log_before = log_line_count(&cluster, 3);
     cluster.start_node(3).unwrap();
-    let log = cluster.error_log_tail(3, usize::MAX);
-    let rejoin: Vec<&str> = log.lines().skip(log_before).collect();
-    let rejoin = rejoin.join("\n");
+    let rejoin = new_log_lines(&cluster, 3, log_before);
     assert!(
         rejoin.contains("rsync SST completed on joiner"),
         "node 3 did not come back by a snapshot:\n{rejoin}"

@@ -13,7 +13,8 @@ use cli::{hosts, Cluster, Signal, SstMethod, UpOptions};
 
 mod common;
 use common::{
-    assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider, wait_for, ClusterGuard,
+    assert_equal_at_rest, log_line_count, new_cluster_dir, new_log_lines, preflight,
+    trireme_provider, wait_for, ClusterGuard,
 };
 
 /// The hosts' namespaces and bridge have fixed names: one cluster of hosts at a time.
@@ -178,7 +179,7 @@ fn a_cut_host_goes_non_primary_and_rejoins_by_ist_while_the_majority_writes() {
     let load = load(vec![1, 2], Duration::from_secs(45));
     load.prepare(&cluster, 1, &guard.path().join("sysbench-prepare.out"))
         .unwrap();
-    let log_before = cluster.error_log_tail(3, usize::MAX).lines().count();
+    let log_before = log_line_count(&cluster, 3);
     let running = start_load(&cluster, &guard, load);
     thread::sleep(Duration::from_secs(8));
     network.cut(3).unwrap();
@@ -225,9 +226,7 @@ fn a_cut_host_goes_non_primary_and_rejoins_by_ist_while_the_majority_writes() {
     // The first and last seconds of a run may be partial.
     let zero = net_load::longest_zero_run(&tps[1..tps.len() - 1]);
     assert_eq!(zero, 0, "the majority had {zero} s at 0 tps:\n{report}");
-    let log = cluster.error_log_tail(3, usize::MAX);
-    let rejoin: Vec<&str> = log.lines().skip(log_before).collect();
-    let rejoin = rejoin.join("\n");
+    let rejoin = new_log_lines(&cluster, 3, log_before);
     assert!(
         rejoin.contains("Receiving IST: "),
         "node3 did not rejoin by IST:\n{rejoin}"
@@ -453,15 +452,14 @@ fn crash_under_load(
 
 /// Starts a killed data node again and checks that it came back by IST.
 fn rejoin_by_ist(cluster: &Cluster, node: usize) {
-    let log_before = cluster.error_log_tail(node, usize::MAX).lines().count();
+    let log_before = log_line_count(cluster, node);
     cluster.start_node(node).unwrap();
     wait_for(
         "the restarted node Synced among three members",
         Duration::from_secs(60),
         || synced_in(cluster, node, 3),
     );
-    let log = cluster.error_log_tail(node, usize::MAX);
-    let rejoin = log.lines().skip(log_before).collect::<Vec<_>>().join("\n");
+    let rejoin = new_log_lines(cluster, node, log_before);
     assert!(
         rejoin.contains("Receiving IST: "),
         "node{node} did not rejoin by IST:\n{rejoin}"

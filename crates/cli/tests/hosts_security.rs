@@ -19,8 +19,8 @@ use cli::{hosts, Cluster, Signal, SstMethod, Timeouts, UpOptions};
 
 mod common;
 use common::{
-    assert_equal_at_rest, make_certs, new_cluster_dir, preflight, trireme_provider, wait_for,
-    ClusterGuard,
+    assert_equal_at_rest, log_line_count, make_certs, new_cluster_dir, new_log_lines, preflight,
+    trireme_provider, wait_for, ClusterGuard,
 };
 
 /// The hosts' namespaces and bridge have fixed names: one cluster of hosts at a time.
@@ -129,21 +129,15 @@ fn edit_cnf(cluster: &Cluster, node: usize, from: &str, to: &str) {
 
 /// Starts `node` (it must get in) and returns the lines its log gained meanwhile.
 fn start_and_log(cluster: &Cluster, node: usize) -> String {
-    let before = cluster.error_log_tail(node, usize::MAX).lines().count();
+    let before = log_line_count(cluster, node);
     cluster.start_node(node).unwrap();
     new_log_lines(cluster, node, before)
-}
-
-/// The lines of `node`'s log after the first `skip`.
-fn new_log_lines(cluster: &Cluster, node: usize, skip: usize) -> String {
-    let log = cluster.error_log_tail(node, usize::MAX);
-    log.lines().skip(skip).collect::<Vec<_>>().join("\n")
 }
 
 /// Starts node 3 with a configuration the others must refuse; returns the new lines of
 /// node 1's and node 3's logs once node 3 gave up or 20 s passed.
 fn refused_start(cluster: &mut Cluster) -> (String, String) {
-    let before = [1, 3].map(|n| cluster.error_log_tail(n, usize::MAX).lines().count());
+    let before = [1, 3].map(|n| log_line_count(cluster, n));
     let timeouts = cluster.timeouts();
     cluster.set_timeouts(Timeouts {
         node_start: Duration::from_secs(20),

@@ -15,7 +15,8 @@ use cli::{Cluster, UpOptions};
 
 mod common;
 use common::{
-    assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider, value, ClusterGuard,
+    assert_equal_at_rest, log_line_count, new_cluster_dir, new_log_lines, preflight,
+    trireme_provider, value, ClusterGuard,
 };
 
 /// The tests of this file run one at a time: each runs a 3-node cluster, and both would
@@ -46,16 +47,6 @@ fn create_schema(cluster: &Cluster) {
              DELIMITER ;\n",
         )
         .unwrap();
-}
-
-/// The part of node's error log written since `from` lines.
-fn log_since(cluster: &Cluster, node: usize, from: usize) -> String {
-    let whole = cluster.error_log_tail(node, usize::MAX);
-    whole.lines().skip(from).collect::<Vec<_>>().join("\n")
-}
-
-fn log_lines(cluster: &Cluster, node: usize) -> usize {
-    cluster.error_log_tail(node, usize::MAX).lines().count()
 }
 
 /// A 3-node cluster with the IST test schema and 100 write-sets, running alone (the guard
@@ -98,11 +89,11 @@ fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
         "50,000 write-sets in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let before = log_lines(&cluster, 3);
+    let before = log_line_count(&cluster, 3);
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
-    let log = log_since(&cluster, 3, before);
+    let log = new_log_lines(&cluster, 3, before);
     assert!(
         log.contains("Receiving IST: ") && log.contains("complete:"),
         "node 3 rejoined by IST:\n{log}"
@@ -139,11 +130,11 @@ fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
     file.set_len(6 << 20).unwrap();
     drop(file);
     commit_write_sets(&cluster, 1, 2_000);
-    let before = log_lines(&cluster, 2);
+    let before = log_line_count(&cluster, 2);
     cluster
         .start_node(2)
         .unwrap_or_else(|e| panic!("node 2 restarts with a damaged gcache: {e:#}"));
-    let log = log_since(&cluster, 2, before);
+    let log = new_log_lines(&cluster, 2, before);
     assert!(
         log.contains("gcache recovered") && log.contains("discarded"),
         "node 2 says what it recovered and what it threw away:\n{log}"
@@ -191,11 +182,11 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
         frozen_bytes > 1 << 20,
         "the frozen cache spilled to pages ({frozen_bytes} bytes)"
     );
-    let before = log_lines(&cluster, 3);
+    let before = log_line_count(&cluster, 3);
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
-    let log = log_since(&cluster, 3, before);
+    let log = new_log_lines(&cluster, 3, before);
     assert!(
         log.contains("Receiving IST: ") && !log.contains("state transfer by SST"),
         "with the freeze, node 3 rejoined by IST:\n{log}"
@@ -232,11 +223,11 @@ fn a_frozen_gcache_keeps_ist_possible_and_without_it_the_sst_says_why() {
     // Without the freeze the gap is gone from every cache: SST, and the log says why.
     cluster.stop_node(3).unwrap();
     commit_write_sets(&cluster, 1, 15_000);
-    let before = log_lines(&cluster, 3);
+    let before = log_line_count(&cluster, 3);
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("node 3 rejoins by SST: {e:#}"));
-    let log = log_since(&cluster, 3, before);
+    let log = new_log_lines(&cluster, 3, before);
     assert!(
         log.contains("state transfer by SST") && log.contains("is missing on this donor"),
         "node 3 fell back to SST and says which seqno was missing where:\n{log}"
@@ -260,11 +251,11 @@ fn within_its_disk_budget_the_gcache_keeps_what_an_absent_member_needs() {
         donor_log.contains("node3 left the primary view: keeping seqnos from"),
         "the donors note that they keep node 3's gap:\n{donor_log}"
     );
-    let before = log_lines(&cluster, 3);
+    let before = log_line_count(&cluster, 3);
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
-    let log = log_since(&cluster, 3, before);
+    let log = new_log_lines(&cluster, 3, before);
     assert!(
         log.contains("Receiving IST: ") && !log.contains("state transfer by SST"),
         "with no freeze, the absent node 3 still rejoined by IST:\n{log}"

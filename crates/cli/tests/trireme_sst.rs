@@ -18,20 +18,14 @@ use std::time::{Duration, Instant};
 use cli::{Cluster, SstMethod, UpOptions};
 
 mod common;
-use common::{assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider};
+use common::{
+    assert_equal_at_rest, log_line_count, new_cluster_dir, new_log_lines, preflight,
+    trireme_provider,
+};
 
 /// Every trireme donor of this cluster corrupts its 3rd data piece once, after computing its
 /// checksum (read by the donor's `wsrep_sst_trireme` from the server's environment).
 const CORRUPT_PIECE: &str = "3";
-
-fn log_lines(cluster: &Cluster, node: usize) -> usize {
-    cluster.error_log_tail(node, usize::MAX).lines().count()
-}
-
-fn log_since(cluster: &Cluster, node: usize, from: usize) -> String {
-    let whole = cluster.error_log_tail(node, usize::MAX);
-    whole.lines().skip(from).collect::<Vec<_>>().join("\n")
-}
 
 /// The tables written in this test.
 const TABLES: [&str; 3] = ["sst.t", "sbtest.sbtest1", "sbtest.sbtest2"];
@@ -177,17 +171,17 @@ fn trireme_sst_hot_resumable_checked_and_preflighted() {
     let mut load = sysbench(&cluster, 1, "run", 120);
     thread::sleep(Duration::from_secs(3));
     let (before1, before2, before3) = (
-        log_lines(&cluster, 1),
-        log_lines(&cluster, 2),
-        log_lines(&cluster, 3),
+        log_line_count(&cluster, 1),
+        log_line_count(&cluster, 2),
+        log_line_count(&cluster, 3),
     );
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("node 3 joins by trireme SST under load: {e:#}"));
     let _ = load.kill();
     let load = load.wait_with_output().unwrap();
-    let joiner_log = log_since(&cluster, 3, before3);
-    let donor_log = log_since(&cluster, 2, before2);
+    let joiner_log = new_log_lines(&cluster, 3, before3);
+    let donor_log = new_log_lines(&cluster, 2, before2);
     assert!(
         joiner_log.contains("copied ") && joiner_log.contains("position "),
         "node 3 received and swapped in a snapshot:\n{joiner_log}"
@@ -197,7 +191,7 @@ fn trireme_sst_hot_resumable_checked_and_preflighted() {
         "node 2 (no client writes) was the donor:\n{donor_log}"
     );
     assert!(
-        !log_since(&cluster, 1, before1).contains("sending a hot snapshot"),
+        !new_log_lines(&cluster, 1, before1).contains("sending a hot snapshot"),
         "node 1, which serves sysbench, was not the donor"
     );
     assert!(
@@ -260,11 +254,11 @@ fn trireme_sst_hot_resumable_checked_and_preflighted() {
     for node in [1, 2] {
         remove_sst_setting(&cluster, node, "rlimit=4M");
     }
-    let before3 = log_lines(&cluster, 3);
+    let before3 = log_line_count(&cluster, 3);
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("the second attempt completes: {e:#}"));
-    let joiner_log = log_since(&cluster, 3, before3);
+    let joiner_log = new_log_lines(&cluster, 3, before3);
     let resumed_pieces: u64 = joiner_log
         .split("resumed pieces")
         .next()
@@ -320,14 +314,14 @@ fn trireme_sst_hot_resumable_checked_and_preflighted() {
                 }
             }
         }
-        let from = log_lines(&cluster, 3);
+        let from = log_line_count(&cluster, 3);
         let started = Instant::now();
         let outcome = cluster.start_node(3);
         eprintln!(
             "preflight case {case}: node 3 stopped after {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        let log = log_since(&cluster, 3, from);
+        let log = new_log_lines(&cluster, 3, from);
         assert!(outcome.is_err(), "{case}: node 3 must not start");
         assert!(
             log.contains(expected),

@@ -191,3 +191,14 @@ pub(crate) fn make_certs(dir: &Path) {
         .expect("make-test-certs.sh");
     assert!(status.success(), "make-test-certs.sh failed");
 }
+
+/// How many lines `node`'s error log has now, to read what it adds with [`new_log_lines`].
+pub(crate) fn log_line_count(cluster: &Cluster, node: usize) -> usize {
+    cluster.error_log_tail(node, usize::MAX).lines().count()
+}
+
+/// The lines of `node`'s error log after the first `skip`.
+pub(crate) fn new_log_lines(cluster: &Cluster, node: usize, skip: usize) -> String {
+    let log = cluster.error_log_tail(node, usize::MAX);
+    log.lines().skip(skip).collect::<Vec<_>>().join("\n")
+}
