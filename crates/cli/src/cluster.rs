@@ -387,16 +387,8 @@ impl Cluster {
         let pid = self
             .pid(node)
             .ok_or_else(|| anyhow!("node{node} is not running"))?;
-        sys::send_signal(pid, signal.name())?;
-        if signal == Signal::Kill {
-            let marker = self.config.cnf_path(node).display().to_string();
-            if !wait_until(Duration::from_secs(30), || {
-                !sys::is_our_process(pid, &marker)
-            }) {
-                bail!("node{node} (pid {pid}) is still there 30 s after SIGKILL");
-            }
-        }
-        Ok(())
+        let marker = self.config.cnf_path(node).display().to_string();
+        self.signal_process(&format!("node{node}"), pid, &marker, signal)
     }
 
     /// Starts one stopped node, which joins the running nodes (IST or SST), and waits until
@@ -572,25 +564,57 @@ impl Cluster {
 
     fn stop_pid(&self, node: usize, pid: u32) -> Result<()> {
         let marker = self.config.cnf_path(node).display().to_string();
-        eprintln!("trireme: stopping node{node} (pid {pid})");
+        self.stop_process(
+            &format!("node{node}"),
+            pid,
+            &marker,
+            " (it will need recovery on the next start)",
+        )
+    }
+
+    /// Stops `who` (pid `pid`, whose command line holds `marker`) with SIGTERM, and with
+    /// SIGKILL and a warning ending in `after_kill` if it is still there after the stop
+    /// timeout.
+    pub(crate) fn stop_process(
+        &self,
+        who: &str,
+        pid: u32,
+        marker: &str,
+        after_kill: &str,
+    ) -> Result<()> {
+        eprintln!("trireme: stopping {who} (pid {pid})");
         sys::send_signal(pid, "TERM")?;
         if sys::proc_state(pid) == Some('T') {
-            // A SIGSTOPped server acts on SIGTERM only once it runs again.
+            // A SIGSTOPped process acts on SIGTERM only once it runs again.
             sys::send_signal(pid, "CONT")?;
         }
-        if wait_until(self.timeouts.stop, || !sys::is_our_process(pid, &marker)) {
+        if wait_until(self.timeouts.stop, || !sys::is_our_process(pid, marker)) {
             return Ok(());
         }
         eprintln!(
-            "trireme: warning: node{node} (pid {pid}) did not exit within {} s of SIGTERM; \
-             sending SIGKILL (it will need recovery on the next start)",
+            "trireme: warning: {who} (pid {pid}) did not exit within {} s of SIGTERM; \
+             sending SIGKILL{after_kill}",
             self.timeouts.stop.as_secs()
         );
-        sys::send_signal(pid, "KILL")?;
-        if !wait_until(Duration::from_secs(30), || {
-            !sys::is_our_process(pid, &marker)
-        }) {
-            bail!("node{node} (pid {pid}) survived SIGKILL for 30 s");
+        self.signal_process(who, pid, marker, Signal::Kill)
+    }
+
+    /// Sends `signal` to `who` (pid `pid`, whose command line holds `marker`); after
+    /// [`Signal::Kill`], waits (bounded) until the process is gone.
+    pub(crate) fn signal_process(
+        &self,
+        who: &str,
+        pid: u32,
+        marker: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        sys::send_signal(pid, signal.name())?;
+        if signal == Signal::Kill
+            && !wait_until(Duration::from_secs(30), || {
+                !sys::is_our_process(pid, marker)
+            })
+        {
+            bail!("{who} (pid {pid}) is still there 30 s after SIGKILL");
         }
         Ok(())
     }

@@ -2,8 +2,6 @@
 //! `nodes + 1`, on its own host with `--hosts`, started after the nodes and stopped before
 //! them, with a garbd-style settings file in `DIR/arbitrator/`.
 
-use std::os::unix::process::CommandExt;
-
 use super::*;
 use crate::config::{NodePorts, CLUSTER_NAME};
 
@@ -125,20 +123,7 @@ impl Cluster {
             config.arbitrator_member()
         );
         let before = self.running_views();
-        let mut cmd = Command::new("sh");
-        // As for the servers: `$!` is the arbitrator's own pid, in a session of its own.
-        cmd.arg("-c")
-            .arg(r#"out=$1; shift; setsid "$@" </dev/null >>"$out" 2>&1 & echo $!"#)
-            .arg("sh")
-            .arg(config.arbitrator_log());
-        if config.hosts {
-            cmd.args([
-                "ip",
-                "netns",
-                "exec",
-                &hosts::namespace(config.arbitrator_member()),
-            ]);
-        }
+        let mut cmd = self.detached_command(config.arbitrator_member(), &config.arbitrator_log());
         if let Some(user) = &config.user {
             // setpriv execs in place: the pid stays the arbitrator's.
             cmd.args([
@@ -152,18 +137,7 @@ impl Cluster {
             .arg("--cfg")
             .arg(&cfg)
             .current_dir(config.arbitrator_dir());
-        cmd.process_group(0);
-        let out = sys::run_captured(&mut cmd, Duration::from_secs(30))?;
-        let pid: u32 = out.stdout.trim().parse().map_err(|_| {
-            anyhow!(
-                "could not start the arbitrator: {:?} {:?}",
-                out.stdout,
-                out.stderr
-            )
-        })?;
-        let pid_file = config.arbitrator_pid_file();
-        fs::write(&pid_file, format!("{pid}\n"))
-            .with_context(|| format!("cannot write {}", pid_file.display()))?;
+        let pid = startup::launch("the arbitrator", &mut cmd, &config.arbitrator_pid_file())?;
         self.wait_for_arbitrator(pid, &before)?;
         Ok(pid)
     }
@@ -227,16 +201,8 @@ impl Cluster {
         let pid = self
             .arbitrator_pid()
             .ok_or_else(|| anyhow!("the arbitrator is not running"))?;
-        sys::send_signal(pid, signal.name())?;
-        if signal == Signal::Kill {
-            let marker = self.config.arbitrator_cfg().display().to_string();
-            if !wait_until(Duration::from_secs(30), || {
-                !sys::is_our_process(pid, &marker)
-            }) {
-                bail!("the arbitrator (pid {pid}) is still there 30 s after SIGKILL");
-            }
-        }
-        Ok(())
+        let marker = self.config.arbitrator_cfg().display().to_string();
+        self.signal_process("the arbitrator", pid, &marker, signal)
     }
 
     /// Stops the arbitrator cleanly (it leaves the group), if it runs.
@@ -244,19 +210,7 @@ impl Cluster {
         let Some(pid) = self.arbitrator_pid() else {
             return Ok(());
         };
-        eprintln!("trireme: stopping the arbitrator (pid {pid})");
-        sys::send_signal(pid, "TERM")?;
-        if sys::proc_state(pid) == Some('T') {
-            sys::send_signal(pid, "CONT")?;
-        }
         let marker = self.config.arbitrator_cfg().display().to_string();
-        if wait_until(self.timeouts.stop, || !sys::is_our_process(pid, &marker)) {
-            return Ok(());
-        }
-        sys::send_signal(pid, "KILL")?;
-        bail!(
-            "the arbitrator (pid {pid}) did not leave within {} s of SIGTERM: killed",
-            self.timeouts.stop.as_secs()
-        )
+        self.stop_process("the arbitrator", pid, &marker, "")
     }
 }

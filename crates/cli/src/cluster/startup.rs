@@ -337,18 +337,7 @@ impl Cluster {
                 " (joins)"
             }
         );
-        // `setsid` in a background job of a non-interactive shell is not a group leader, so
-        // it execs mariadbd in place: `$!` is the server's pid. The shell exits right away,
-        // so the server is nobody's child here (no zombie) and has its own session.
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(r#"out=$1; shift; setsid "$@" </dev/null >>"$out" 2>&1 & echo $!"#)
-            .arg("sh")
-            .arg(self.config.stdout_log(node));
-        if self.config.hosts {
-            // `ip netns exec` enters the host's namespace and execs the server in place.
-            cmd.args(["ip", "netns", "exec", &hosts::namespace(node)]);
-        }
+        let mut cmd = self.detached_command(node, &self.config.stdout_log(node));
         cmd.arg(MARIADBD)
             .args(&args)
             .current_dir(self.config.node_dir(node));
@@ -358,20 +347,42 @@ impl Cluster {
             let path = std::env::var("PATH").unwrap_or_default();
             cmd.env("PATH", format!("{}:{path}", dir.display()));
         }
-        let out = sys::run_captured(&mut cmd, Duration::from_secs(30))?;
-        let pid: u32 = out.stdout.trim().parse().map_err(|_| {
-            anyhow!(
-                "could not start node{node}: {:?} {:?}",
-                out.stdout,
-                out.stderr
-            )
-        })?;
-        fs::write(&pid_file, format!("{pid}\n"))
-            .with_context(|| format!("cannot write {}", pid_file.display()))?;
+        let pid = launch(&format!("node{node}"), &mut cmd, &pid_file)?;
         // The server (running as the server user) rewrites this file.
         self.chown_to_server_user(&pid_file)?;
         Ok(pid)
     }
+
+    /// A command that starts a process detached on `member`'s host (its namespace with
+    /// `--hosts`), its output appended to `out`: add the program and its arguments.
+    pub(super) fn detached_command(&self, member: usize, out: &Path) -> Command {
+        // `setsid` in a background job of a non-interactive shell is not a group leader, so
+        // it execs the program in place: `$!` is the program's pid. The shell exits right
+        // away, so the program is nobody's child here (no zombie) and has its own session.
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(r#"out=$1; shift; setsid "$@" </dev/null >>"$out" 2>&1 & echo $!"#)
+            .arg("sh")
+            .arg(out);
+        if self.config.hosts {
+            // `ip netns exec` enters the host's namespace and execs the program in place.
+            cmd.args(["ip", "netns", "exec", &hosts::namespace(member)]);
+        }
+        cmd
+    }
+}
+
+/// Runs a [`Cluster::detached_command`] and records the pid it printed in `pid_file`.
+pub(super) fn launch(who: &str, cmd: &mut Command, pid_file: &Path) -> Result<u32> {
+    let out = sys::run_captured(cmd, Duration::from_secs(30))?;
+    let pid: u32 = out
+        .stdout
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("could not start {who}: {:?} {:?}", out.stdout, out.stderr))?;
+    fs::write(pid_file, format!("{pid}\n"))
+        .with_context(|| format!("cannot write {}", pid_file.display()))?;
+    Ok(pid)
 }
 
 /// `cluster up` on an existing cluster restarts it as it was created: an option given again
