@@ -160,10 +160,18 @@ fn run(args: &Args, inflight: usize) -> Result<Outcome, String> {
         "node2",
         Role::Join {
             seeds: seeds.clone(),
+            restart: None,
         },
         2,
     )?);
-    runners.push(start("node3", Role::Join { seeds }, 3)?);
+    runners.push(start(
+        "node3",
+        Role::Join {
+            seeds,
+            restart: None,
+        },
+        3,
+    )?);
     let mut receivers = Vec::new();
     for runner in &mut runners {
         receivers.push(runner.take_deliveries().ok_or("deliveries already taken")?);

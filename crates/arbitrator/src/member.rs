@@ -74,6 +74,7 @@ pub fn run(settings: &Settings, stop: &AtomicBool) -> Result<(), MemberError> {
     let contact = Contact::new(&settings.name, &reachable.group);
     let role = Role::Join {
         seeds: settings.peers.clone(),
+        restart: None,
     };
     let mut runner = GroupRunner::start_with_options(
         options.group_config(),

@@ -139,7 +139,7 @@ impl fmt::Debug for Uuid {
 }
 
 /// A global transaction id: cluster state UUID plus seqno (`uuid:seqno` in text).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug, Serialize, Deserialize)]
 pub struct Gtid {
     /// The cluster state UUID the seqno belongs to.
     pub cluster: Uuid,

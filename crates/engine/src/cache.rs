@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use base::{FreezePurge, Seqno, Uuid};
+use base::{FreezePurge, Gtid, Seqno, Uuid};
 
 use crate::ist::{Action, ActionKind, IstError};
 
@@ -45,6 +45,8 @@ pub trait ActionStore: Send {
     fn contains_range(&self, from: Seqno, to: Seqno) -> bool;
     /// Drops every record and starts a run of `history`.
     fn reset(&mut self, history: Uuid) -> Result<(), String>;
+    /// Drops every record after `last`, for good (a restart must not bring them back).
+    fn truncate_after(&mut self, last: Seqno) -> Result<(), String>;
     /// Appends the record for `seqno`, the successor of the newest held (or the first).
     fn append(&mut self, seqno: Seqno, kind: u8, body: &[u8]) -> Result<(), String>;
     /// The record for `seqno`: its kind and body, `None` when not held.
@@ -116,6 +118,23 @@ impl ActionCache {
             store.reset(cluster)?;
         }
         store.append(seqno, kind as u8, &body)
+    }
+
+    /// Drops what is cached past `position`, the server's committed position at start:
+    /// seqnos it never committed, ordered in a history that may not keep them (after a full
+    /// crash the cluster goes on from the most advanced member's commits). The node catches
+    /// up from `position` anyway, and the run it keeps ends there, so that it continues.
+    pub fn drop_past(&mut self, position: Gtid) -> Result<(), String> {
+        let Some(store) = self.store.as_mut() else {
+            return Ok(());
+        };
+        let past = store
+            .range()
+            .is_some_and(|(_, newest)| newest > position.seqno);
+        if store.history() != position.cluster || !position.seqno.is_defined() || !past {
+            return Ok(());
+        }
+        store.truncate_after(position.seqno)
     }
 
     /// Whether every seqno of `from..=to` is cached in history `cluster`.

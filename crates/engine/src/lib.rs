@@ -33,6 +33,7 @@ pub mod effects;
 pub mod ist;
 mod joiner;
 pub mod joining;
+mod last_view;
 mod lifecycle;
 mod local_trx;
 pub mod memory_store;
@@ -182,6 +183,8 @@ pub struct NodeEngine {
     pub(crate) saved_sole_member: bool,
     /// The identity last saved to come back under after a crash.
     pub(crate) saved_membership: Option<SavedMembership>,
+    /// The last primary view, saved for a restore after a full crash (`last_view.rs`).
+    pub(crate) last_view: last_view::LastViewKeeping,
     pub(crate) stats: NodeStats,
     /// The latest time the driver gave.
     pub(crate) now: Nanos,
@@ -232,6 +235,7 @@ impl NodeEngine {
             ist_address: String::new(),
             saved_sole_member: false,
             saved_membership,
+            last_view: Default::default(),
             stats: NodeStats::new(now),
             now,
             effects: Vec::new(),

@@ -1,6 +1,6 @@
 //! One connection's life: `connect` (refused twice over), where the server starts from, the
 //! engine's regular tick (joins moved on, a caught-up node SYNCED, votes answered, the
-//! identity for a crash kept), and `disconnect`.
+//! identity and last primary view for a crash kept), and `disconnect`.
 
 use base::{Gtid, Nanos, NodeState, Seqno};
 use group::restart::SavedMembership;
@@ -104,8 +104,9 @@ impl NodeEngine {
 
     /// The engine's regular step, after every delivery and at least every 50 ms: moves a
     /// join on, turns a caught-up node SYNCED, answers votes on what is committed
-    /// (`committed`), and keeps the identity saved for a crash in step with the group
-    /// member's (`group_primary`, `group_membership`).
+    /// (`committed`), keeps the identity saved for a crash in step with the group
+    /// member's (`group_primary`, `group_membership`), and saves the last primary view once
+    /// `committed` reaches it.
     pub fn tick(
         &mut self,
         now: Nanos,
@@ -118,6 +119,7 @@ impl NodeEngine {
         self.maybe_synced();
         self.answer_vote_requests(committed);
         self.keep_membership(group_primary, group_membership);
+        self.keep_last_view(committed);
     }
 
     /// `disconnect` begins: remembers whether this node was the last member of the primary

@@ -173,6 +173,11 @@ impl ActionStore for MemoryActionStore {
         Ok(())
     }
 
+    fn truncate_after(&mut self, last: Seqno) -> Result<(), String> {
+        self.lock().records.retain(|seqno, _| *seqno <= last);
+        Ok(())
+    }
+
     fn append(&mut self, seqno: Seqno, kind: u8, body: &[u8]) -> Result<(), String> {
         let mut records = self.lock();
         if let Some((last, _)) = records.records.last_key_value() {

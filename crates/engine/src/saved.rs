@@ -89,6 +89,7 @@ impl NodeEngine {
             safe_to_bootstrap: false,
         });
         self.forget_membership();
+        self.forget_last_view();
     }
 
     /// The identity saved to come back under after a crash, if any.

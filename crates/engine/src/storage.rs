@@ -1,12 +1,14 @@
 //! What the node keeps on disk between runs, as the engine sees it: the saved position
-//! (`grastate.dat`, [`SavedState`]) and the identity it comes back under after a crash in a
-//! component of two ([`SavedMembership`]). A real node keeps them in files next to its data
+//! (`grastate.dat`, [`SavedState`]), the identity it comes back under after a crash in a
+//! component of two ([`SavedMembership`]) and the last primary view it applied
+//! ([`LastPrimaryView`], for a restore after a full crash). A real node keeps them in files next to its data
 //! ([`StateStore`] in the replicator); the simulator keeps them in memory
 //! ([`MemoryStateStore`]), where they outlive the node's crash as a disk would.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use base::grastate::SavedState;
+use group::recovery::LastPrimaryView;
 use group::restart::SavedMembership;
 
 /// Where the saved state lives. Errors are the store's own words (a path and an OS error).
@@ -21,6 +23,13 @@ pub trait StateStore: Send {
     fn save_membership(&mut self, membership: &SavedMembership) -> Result<(), String>;
     /// Forgets it: the node must not come back as the member it was.
     fn forget_membership(&mut self) -> Result<(), String>;
+    /// The last primary view saved for a restore after a full crash, if any; an error
+    /// (naming the file) if it cannot be read or is damaged.
+    fn load_view(&self) -> Result<Option<LastPrimaryView>, String>;
+    /// Saves it, whole or not at all.
+    fn save_view(&mut self, view: &LastPrimaryView) -> Result<(), String>;
+    /// Forgets it.
+    fn forget_view(&mut self) -> Result<(), String>;
     /// Where the saved position is kept, for messages (a path).
     fn location(&self) -> String;
 }
@@ -29,6 +38,7 @@ pub trait StateStore: Send {
 struct Saved {
     state: Option<SavedState>,
     membership: Option<SavedMembership>,
+    view: Option<LastPrimaryView>,
     writes: u64,
 }
 
@@ -74,6 +84,20 @@ impl StateStore for MemoryStateStore {
 
     fn forget_membership(&mut self) -> Result<(), String> {
         self.lock().membership = None;
+        Ok(())
+    }
+
+    fn load_view(&self) -> Result<Option<LastPrimaryView>, String> {
+        Ok(self.lock().view.clone())
+    }
+
+    fn save_view(&mut self, view: &LastPrimaryView) -> Result<(), String> {
+        self.lock().view = Some(view.clone());
+        Ok(())
+    }
+
+    fn forget_view(&mut self) -> Result<(), String> {
+        self.lock().view = None;
         Ok(())
     }
 

@@ -38,6 +38,7 @@ fn view(seqno: i64, of: &[u8], own: u8, primary: bool, ordered: bool, membership
         members: of.iter().map(|n| member(*n)).collect(),
         own_index: of.iter().position(|n| *n == own),
         membership,
+        founding: false,
     }
 }
 
@@ -131,6 +132,61 @@ fn a_founder_holds_the_state_at_once_and_may_bootstrap_again() {
             safe_to_bootstrap: true
         }
     );
+}
+
+#[test]
+fn a_joiner_whose_member_founded_again_after_a_crash_holds_the_state_at_once() {
+    let store = MemoryStateStore::default();
+    let mut engine = connected(false, &store);
+    let founding = View {
+        founding: true,
+        ..view(41, &[1], 1, true, true, 10)
+    };
+    deliver(&mut engine, Delivery::View(founding));
+    assert_eq!(engine.state(), NodeState::Synced, "no state transfer");
+    assert!(engine
+        .take_effects()
+        .contains(&Effect::ResetMonitors(Seqno(40))));
+    assert!(!tasks(&mut engine)
+        .iter()
+        .any(|task| matches!(task, Task::RequestState)));
+}
+
+#[test]
+fn the_last_primary_view_is_saved_once_committed_and_forgotten_at_a_clean_leave() {
+    let store = MemoryStateStore::default();
+    let mut engine = connected(true, &store);
+    deliver(
+        &mut engine,
+        Delivery::View(view(1, &[1], 1, true, true, 10)),
+    );
+    engine.tick(Nanos(1), Seqno(0), true, None);
+    assert_eq!(
+        store.load_view(),
+        Ok(None),
+        "not committed up to the view yet"
+    );
+    engine.tick(Nanos(2), Seqno(1), true, None);
+    let saved = store.load_view().unwrap().expect("saved once committed");
+    assert_eq!((saved.seqno, saved.own_address.as_str()), (Seqno(1), "a1"));
+    deliver(
+        &mut engine,
+        Delivery::View(view(2, &[1, 2], 1, true, true, 10)),
+    );
+    engine.tick(Nanos(3), Seqno(2), true, None);
+    assert_eq!(
+        store.load_view().unwrap().unwrap().members,
+        vec!["a1", "a2"]
+    );
+    // A view this node is not in, or a non-primary one, is not saved.
+    deliver(
+        &mut engine,
+        Delivery::View(view(2, &[1, 2], 1, false, false, 10)),
+    );
+    engine.tick(Nanos(4), Seqno(9), true, None);
+    assert_eq!(store.load_view().unwrap().unwrap().seqno, Seqno(2));
+    engine.forget_last_view();
+    assert_eq!(store.load_view(), Ok(None));
 }
 
 #[test]

@@ -21,6 +21,7 @@ impl NodeEngine {
         self.view.membership = view.membership;
         self.track_absent_members(&view, cache);
         let (info, was_primary) = self.record_view(&view);
+        self.note_primary_view(&view);
         self.check_donor_present(&view);
         if !self.has_state() {
             self.on_view_before_state(view, info);
@@ -174,7 +175,9 @@ impl NodeEngine {
         }
         self.tasks.push(Task::Connected(info.clone()));
         self.shift(NodeState::Primary);
-        if !self.life.bootstrap {
+        // A joiner whose group member founded the component again after a full crash holds
+        // the state as a bootstrap does.
+        if !self.life.bootstrap && !view.founding {
             // Everything up to the join view comes by state transfer; what is ordered
             // from here on is held until the transfer is in place.
             self.shift(NodeState::Joiner);

@@ -1,4 +1,4 @@
-//! Proof of address for joiners.
+//! Proof of address for joiners, and for the nodes that answer recovery probes.
 //!
 //! A join names the address the joiner listens at, and the group will send it Raft traffic
 //! there and count it in every quorum. Anyone can send a join naming any address, so the
@@ -9,6 +9,10 @@
 //! The challenge is a keyed hash (HMAC-SHA256, truncated to 64 bits) of the joiner's
 //! identity and address under a secret the leader drew at start, so the leader keeps no
 //! state per joiner and a flood of joins costs it no memory.
+//!
+//! The same key proves the answers to recovery probes (`recovery`): a probe sent to an
+//! address carries the hash of that address, and only a node that received it there can
+//! answer with it.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -22,13 +26,33 @@ pub(crate) struct ChallengeKey(pub(crate) [u64; 2]);
 impl ChallengeKey {
     /// The challenge for a joiner: bound to its Raft id, UUID and address.
     pub(crate) fn challenge(&self, info: &MemberInfo) -> u64 {
+        let mut mac = self.mac(b"join");
+        mac.update(&info.raft_id.to_le_bytes());
+        mac.update(&info.uuid.0);
+        mac.update(info.address.as_bytes());
+        Self::truncate(mac)
+    }
+
+    /// The challenge of a recovery probe sent to `address`: only a node that receives
+    /// there can answer with it (see `recovery`).
+    pub(crate) fn probe_challenge(&self, address: &str) -> u64 {
+        let mut mac = self.mac(b"probe");
+        mac.update(address.as_bytes());
+        Self::truncate(mac)
+    }
+
+    /// A MAC under this key for one purpose (its label keeps the purposes apart).
+    fn mac(&self, purpose: &[u8]) -> Hmac<Sha256> {
         let mut key = [0u8; 16];
         key[..8].copy_from_slice(&self.0[0].to_le_bytes());
         key[8..].copy_from_slice(&self.0[1].to_le_bytes());
         let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key length");
-        mac.update(&info.raft_id.to_le_bytes());
-        mac.update(&info.uuid.0);
-        mac.update(info.address.as_bytes());
+        mac.update(&[purpose.len() as u8]);
+        mac.update(purpose);
+        mac
+    }
+
+    fn truncate(mac: Hmac<Sha256>) -> u64 {
         let digest = mac.finalize().into_bytes();
         u64::from_le_bytes(
             digest[..8]

@@ -55,6 +55,9 @@ pub struct GroupConfig {
     /// split. Trireme's `pc.ignore_sb` already goes on whatever the split, so the two act
     /// alike; each is logged under its own name.
     pub ignore_quorum: bool,
+    /// `pc.recovery`: a data node restarted with a saved view takes part in restoring the
+    /// primary component after a full crash (see `recovery`).
+    pub recover_primary: bool,
 }
 
 /// Galera's default and ceiling of `repl.max_ws_size`: 2 GiB - 1.
@@ -80,6 +83,7 @@ impl Default for GroupConfig {
             max_ws_size: MAX_WS_SIZE_DEFAULT,
             ignore_split_brain: false,
             ignore_quorum: false,
+            recover_primary: true,
         }
     }
 }
@@ -156,7 +160,8 @@ impl GroupConfig {
             .max(self.suspect_ticks())
     }
 
-    fn duration_ticks(&self, duration: Duration) -> u64 {
+    /// `duration` in ticks, rounded up.
+    pub(crate) fn duration_ticks(&self, duration: Duration) -> u64 {
         let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
         nanos.div_ceil(self.tick_interval_ns.max(1))
     }

@@ -14,6 +14,7 @@
 //! - `admission`: the proof that a joiner receives at the address it names.
 //! - `state`: the replicated group state; the one place Raft entries become seqnos.
 //! - `log`: the in-memory Raft log with group-state snapshots.
+//! - `recovery`: the primary component restored after a full crash (the saved last view).
 //! - `restart`: the identity a member of two saves to come back as itself after a crash.
 //! - `vote`: consistency votes on a write-set that failed to apply on some members.
 //! - `node` (this file): the member itself: forwarding to the leader, batching, delivery,
@@ -25,6 +26,7 @@
 pub mod check;
 pub mod config;
 pub mod log;
+pub mod recovery;
 pub mod restart;
 pub mod state;
 pub mod vote;

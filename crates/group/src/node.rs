@@ -3,7 +3,7 @@
 //! [`GroupNode`] holds the member's whole state; its behaviour is split by role into the
 //! files below, each an `impl GroupNode` block. A file that owns a part of the state
 //! declares it as a struct of its own (`Admission`, `Roster`, `Submissions`,
-//! `StateRequesting`, `FlowControl`, `Snapshots`, `CausalReads`).
+//! `StateRequesting`, `FlowControl`, `Snapshots`, `CausalReads`, `Recovering`).
 //! Nothing here does I/O or reads a clock: `transport` (or the simulator) feeds it
 //! messages and ticks and carries out what it asks.
 
@@ -26,6 +26,7 @@ mod membership;
 mod primary;
 mod raft_driver;
 mod receive;
+mod recovery;
 mod start;
 mod state_requests;
 mod status;
@@ -44,6 +45,7 @@ use controls::ControlPacing;
 use flow::FlowControl;
 use membership::{Leaving, Roster};
 use raft_driver::Snapshots;
+use recovery::Recovering;
 use state_requests::StateRequesting;
 use submit::Submissions;
 
@@ -98,6 +100,8 @@ pub struct GroupNode {
     snapshots: Snapshots,
     /// Causal reads waiting for their read index (`causal.rs`).
     causal: CausalReads,
+    /// Restoring the primary component after a full crash (`recovery.rs`).
+    recovery: Recovering,
 }
 
 #[cfg(test)]

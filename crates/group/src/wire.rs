@@ -9,6 +9,7 @@ use protobuf::Message as _;
 use raft::eraftpb;
 use serde::{Deserialize, Serialize};
 
+use crate::recovery::RecoveryReport;
 use crate::state::{Control, MemberInfo, Submission};
 
 const MAGIC: [u8; 4] = *b"TRGM";
@@ -42,6 +43,21 @@ pub enum WireMessage {
     Challenge(u64),
     /// A join request with the proof the leader sent to the joiner's address.
     ProvedJoin(MemberInfo, u64),
+    /// A node restarted after a crash asks the member at this frame's address where it
+    /// stands (see `recovery`): the answer goes to `reply_to`, with `challenge`.
+    Probe {
+        /// The prober's group address.
+        reply_to: String,
+        /// Proves the answer came from the address probed.
+        challenge: u64,
+    },
+    /// The answer to a probe.
+    Report {
+        /// The probe's challenge.
+        challenge: u64,
+        /// Where the answering node stands.
+        report: RecoveryReport,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -54,6 +70,8 @@ enum Body {
     Removed(u64),
     Challenge(u64),
     ProvedJoin(MemberInfo, u64),
+    Probe(String, u64),
+    Report(u64, RecoveryReport),
 }
 
 const KIND_RAFT: u8 = 1;
@@ -124,6 +142,17 @@ pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
         WireMessage::ProvedJoin(info, proof) => (
             KIND_OTHER,
             bincode_encode(&Body::ProvedJoin(info.clone(), *proof)),
+        ),
+        WireMessage::Probe {
+            reply_to,
+            challenge,
+        } => (
+            KIND_OTHER,
+            bincode_encode(&Body::Probe(reply_to.clone(), *challenge)),
+        ),
+        WireMessage::Report { challenge, report } => (
+            KIND_OTHER,
+            bincode_encode(&Body::Report(*challenge, report.clone())),
         ),
     };
     let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TRAILER_LEN);
@@ -212,6 +241,11 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
             Body::Removed(raft_id) => WireMessage::Removed(raft_id),
             Body::Challenge(proof) => WireMessage::Challenge(proof),
             Body::ProvedJoin(info, proof) => WireMessage::ProvedJoin(info, proof),
+            Body::Probe(reply_to, challenge) => WireMessage::Probe {
+                reply_to,
+                challenge,
+            },
+            Body::Report(challenge, report) => WireMessage::Report { challenge, report },
         },
         other => return Err(WireError::UnknownKind(other)),
     };

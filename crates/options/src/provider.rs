@@ -123,6 +123,9 @@ pub struct ProviderOptions {
     pub pc_ignore_quorum: bool,
     /// `pc.ignore_sb`: keep accepting writes after a split brain (dangerous; tests use it).
     pub pc_ignore_sb: bool,
+    /// `pc.recovery`: restore the primary component by itself after a full crash, from
+    /// the last primary view each node saved.
+    pub pc_recovery: bool,
     /// `pc.weight`: the node's weight in quorum decisions.
     pub pc_weight: u8,
     /// `socket.ssl`: TLS for group communication and IST.
@@ -185,6 +188,7 @@ impl Default for ProviderOptions {
             pc_bootstrap: false,
             pc_ignore_quorum: false,
             pc_ignore_sb: false,
+            pc_recovery: true,
             pc_weight: 1,
             socket_ssl: false,
             socket_ssl_ca: None,
@@ -361,6 +365,7 @@ impl ProviderOptions {
         config.max_ws_size = self.repl_max_ws_size;
         config.ignore_split_brain = self.pc_ignore_sb;
         config.ignore_quorum = self.pc_ignore_quorum;
+        config.recover_primary = self.pc_recovery;
         config
     }
 

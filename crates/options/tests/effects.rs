@@ -41,6 +41,7 @@ fn sample(name: &str) -> &'static str {
         "pc.bootstrap" => "pc.bootstrap=yes",
         "pc.ignore_quorum" => "pc.ignore_quorum=yes",
         "pc.ignore_sb" => "pc.ignore_sb=yes",
+        "pc.recovery" => "pc.recovery=no",
         "pc.weight" => "pc.weight=2",
         "repl.causal_read_timeout" => "repl.causal_read_timeout=PT1S",
         "repl.commit_order" => "repl.commit_order=1",

@@ -34,6 +34,10 @@ impl ActionStore for GcacheStore {
         self.0.reset(history).map_err(|e| e.to_string())
     }
 
+    fn truncate_after(&mut self, last: Seqno) -> Result<(), String> {
+        self.0.truncate_after(last).map_err(|e| e.to_string())
+    }
+
     fn append(&mut self, seqno: Seqno, kind: u8, body: &[u8]) -> Result<(), String> {
         self.0
             .append(seqno, kind, body, unix_nanos())

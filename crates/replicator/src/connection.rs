@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use base::grastate::SavedState;
 use base::{Gtid, Uuid};
 use engine::ConnectionStart;
+use group::recovery::RestartState;
 use group::{Contact, Delivery};
 use transport::{GroupRunner, Role, TransportOptions};
 
@@ -95,7 +96,7 @@ impl Replicator {
         let start_position = self.start_position();
         self.open_cache(start_position);
         self.start_transfer_receiver(&reachable, bootstrap)?;
-        let role = self.founding_role(bootstrap, peers)?;
+        let role = self.founding_role(bootstrap, peers, start_position)?;
         let deliveries = self.start_group(cluster_name, role, &reachable)?;
         // The saved state says "running" from here on (the engine saves it): after the
         // founding role was read from it.
@@ -264,7 +265,7 @@ impl Replicator {
     }
 
     /// Opens the write-set cache for the server's own history (it is started over if the
-    /// node lands in another one).
+    /// node lands in another one), without what is past the server's position.
     fn open_cache(&self, start_position: Option<Gtid>) {
         let settings = &self.shared.settings;
         let Some(config) = settings.gcache.as_ref() else {
@@ -282,14 +283,25 @@ impl Replicator {
             let message = format!("cannot apply gcache.freeze_purge_at_seqno={freeze}: {error}");
             app.log(LogLevel::Warning, &message);
         }
+        if let Some(position) = start_position {
+            if let Err(error) = cache.drop_past(position) {
+                let message = format!("gcache: cannot drop what is past {position}: {error}");
+                app.log(LogLevel::Warning, &message);
+            }
+        }
     }
 
     /// How to start the group: join through `peers`, or found a cluster. Founding is
     /// refused, as in Galera, when the saved state says another node left after this one;
     /// it continues the server's history when the server has one.
-    fn founding_role(&self, bootstrap: bool, peers: Vec<String>) -> Result<Role, ReplicatorError> {
+    fn founding_role(
+        &self,
+        bootstrap: bool,
+        peers: Vec<String>,
+        start_position: Option<Gtid>,
+    ) -> Result<Role, ReplicatorError> {
         if !bootstrap {
-            return Ok(self.joining_role(peers));
+            return Ok(self.joining_role(peers, start_position));
         }
         let settings = &self.shared.settings;
         let (saved, location) = {
@@ -320,15 +332,22 @@ impl Replicator {
 
     /// Joins through `peers`, or, after a crash in a component of two, comes back as the
     /// member it was (see `group::restart`). Not after a lost consistency vote, whose node
-    /// must come back by a full snapshot as a new member.
-    fn joining_role(&self, peers: Vec<String>) -> Role {
-        let (cleared, saved) = {
-            let inner = lock(&self.shared.inner);
+    /// must come back by a full snapshot as a new member. Either way it brings its last
+    /// primary view and position, to restore the primary component after a full crash
+    /// (`group::recovery`).
+    fn joining_role(&self, peers: Vec<String>, start_position: Option<Gtid>) -> Role {
+        let (cleared, saved, last_view) = {
+            let mut inner = lock(&self.shared.inner);
             (
                 inner.engine.position_cleared(),
                 inner.engine.saved_membership(),
+                inner.engine.saved_last_view(),
             )
         };
+        let restart = Some(RestartState {
+            last_view: last_view.filter(|_| !cleared),
+            position: start_position,
+        });
         match saved.filter(|_| !cleared) {
             Some(saved) => {
                 let message = format!(
@@ -340,9 +359,13 @@ impl Replicator {
                 Role::ComeBack {
                     saved,
                     seeds: peers,
+                    restart,
                 }
             }
-            None => Role::Join { seeds: peers },
+            None => Role::Join {
+                seeds: peers,
+                restart,
+            },
         }
     }
 
@@ -375,8 +398,12 @@ impl Replicator {
         let last_member = self.shared.with_engine(|engine| engine.begin_disconnect());
         self.leave_group(DISCONNECT_LEAVE_WAIT);
         self.stop_group_threads();
-        // Left cleanly: the next start joins as a new member.
-        self.shared.with_engine(|engine| engine.forget_membership());
+        // Left cleanly: the next start joins as a new member, and restores nothing by itself
+        // (as Galera removes gvwstate.dat at a clean leave).
+        self.shared.with_engine(|engine| {
+            engine.forget_membership();
+            engine.forget_last_view();
+        });
         let (closed, pending) = {
             let mut inner = lock(&self.shared.inner);
             let connected = inner.engine.connected();

@@ -1,15 +1,17 @@
 //! The node's saved state in files next to its data (the engine's [`StateStore`]): the saved
-//! position in `grastate.dat` ([`crate::saved_state`]) and the identity it comes back under
-//! after a crash ([`crate::membership_file`]). A node without a state directory keeps
-//! nothing.
+//! position in `grastate.dat` ([`crate::saved_state`]), and the identity and last primary
+//! view it comes back with after a crash ([`crate::restart_files`]). A node without a state
+//! directory keeps nothing.
 
 use std::path::PathBuf;
 
 use base::grastate::{SavedState, FILE_NAME};
 use engine::StateStore;
+use group::recovery::LastPrimaryView;
 use group::restart::SavedMembership;
 
-use crate::{membership_file, saved_state};
+use crate::restart_files::{self, MEMBER_FILE, VIEW_FILE};
+use crate::saved_state;
 
 /// The saved state in `dir` (`base_dir`), or nowhere.
 pub(crate) struct FileStateStore {
@@ -19,6 +21,22 @@ pub(crate) struct FileStateStore {
 impl FileStateStore {
     pub(crate) fn new(dir: Option<PathBuf>) -> FileStateStore {
         FileStateStore { dir }
+    }
+}
+
+impl FileStateStore {
+    fn store_file(&self, name: &str, text: &str) -> Result<(), String> {
+        match &self.dir {
+            Some(dir) => restart_files::store(dir, name, text).map_err(|e| format!("{name}: {e}")),
+            None => Ok(()),
+        }
+    }
+
+    fn forget_file(&self, name: &str) -> Result<(), String> {
+        match &self.dir {
+            Some(dir) => restart_files::forget(dir, name).map_err(|e| format!("{name}: {e}")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -38,23 +56,30 @@ impl StateStore for FileStateStore {
     }
 
     fn load_membership(&self) -> Option<SavedMembership> {
-        membership_file::load(self.dir.as_ref()?)
+        restart_files::load_membership(self.dir.as_ref()?)
     }
 
     fn save_membership(&mut self, membership: &SavedMembership) -> Result<(), String> {
-        match &self.dir {
-            Some(dir) => membership_file::store(dir, membership)
-                .map_err(|error| format!("{}: {error}", membership_file::FILE_NAME)),
-            None => Ok(()),
-        }
+        self.store_file(MEMBER_FILE, &membership.render())
     }
 
     fn forget_membership(&mut self) -> Result<(), String> {
+        self.forget_file(MEMBER_FILE)
+    }
+
+    fn load_view(&self) -> Result<Option<LastPrimaryView>, String> {
         match &self.dir {
-            Some(dir) => membership_file::forget(dir)
-                .map_err(|error| format!("{}: {error}", membership_file::FILE_NAME)),
-            None => Ok(()),
+            Some(dir) => restart_files::load_view(dir),
+            None => Ok(None),
         }
+    }
+
+    fn save_view(&mut self, view: &LastPrimaryView) -> Result<(), String> {
+        self.store_file(VIEW_FILE, &view.render())
+    }
+
+    fn forget_view(&mut self) -> Result<(), String> {
+        self.forget_file(VIEW_FILE)
     }
 
     fn location(&self) -> String {

@@ -9,7 +9,8 @@ use crate::kv::Op;
 
 /// The safety checks, fed as the run goes.
 ///
-/// - every node delivers the same action at the same seqno;
+/// - every node delivers the same action at the same seqno (after a full crash, from the
+///   position the component is restored from on);
 /// - every node reaches the same certification verdict for a seqno;
 /// - seqnos reach each node consecutively;
 /// - commits happen in seqno order (checked by the database itself);
@@ -35,6 +36,22 @@ impl Checker {
         digest: String,
     ) -> Result<(), String> {
         agree(&mut self.delivered, slot, seqno, digest, "delivered")
+    }
+
+    /// The primary component was founded again from `position` after a full crash: what
+    /// was ordered after it was never committed anywhere, so nothing acknowledged may lie
+    /// past it, and those seqnos are ordered anew from here.
+    pub(crate) fn history_restored(&mut self, slot: usize, position: Seqno) -> Result<(), String> {
+        if self.highest_acknowledged > position {
+            return Err(format!(
+                "node {slot} restored the primary component from {position:?}, but \
+                 {:?} was acknowledged: lost",
+                self.highest_acknowledged
+            ));
+        }
+        self.delivered.retain(|seqno, _| *seqno <= position);
+        self.verdicts.retain(|seqno, _| *seqno <= position);
+        Ok(())
     }
 
     pub(crate) fn certified(

@@ -121,6 +121,9 @@ impl Simulation {
                     .delivered(slot, *seqno, format!("ws:{:08x}", crc32c::crc32c(payload)))
             }
             Delivery::View(view) if view.ordered => {
+                if view.founding {
+                    self.checker.history_restored(slot, view.seqno.prev())?;
+                }
                 let names: Vec<String> = view
                     .members
                     .iter()
@@ -217,8 +220,13 @@ impl Simulation {
                 process.stopping_by.get_or_insert(by);
             }
             Effect::ResetMonitors(position) => {
+                // A new cluster starts from an empty database; a restore after a full crash
+                // continues exactly where this database stands.
+                let db = &node.disk.db;
+                let fresh = db.rows.is_empty() && db.committed <= position;
+                let continued = db.history == process.engine.cluster() && db.committed == position;
                 assert!(
-                    node.disk.db.rows.is_empty() && node.disk.db.committed <= position,
+                    fresh || continued,
                     "node {slot}: a bootstrap over existing data"
                 );
                 node.disk.db.committed = position;

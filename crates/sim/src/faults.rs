@@ -11,6 +11,9 @@ use crate::{forge, Event, Simulation};
 
 /// Nodes a cluster needs for two of them to crash at once and the rest keep the quorum.
 const DOUBLE_CRASH_NODES_MIN: usize = 5;
+
+/// The chance that a crash takes every node at once (a power loss).
+const FULL_CRASH_CHANCE: f64 = 0.1;
 /// Bursts of forged messages a run's fault phase may hold.
 const FORGERY_BURSTS_MAX: u64 = 8;
 /// Forged messages in one burst, at most.
@@ -44,8 +47,9 @@ pub enum Fault {
         /// For how long, microseconds.
         for_us: u64,
     },
-    /// One node crashes, or two at once (five nodes only: two of three would take the
-    /// quorum with them for good, as with Galera).
+    /// One node crashes, two at once (five nodes only: two of three would take the quorum
+    /// with them for good, as with Galera), or all of them (a power loss, restored from the
+    /// saved views).
     Crash {
         /// The nodes.
         slots: Vec<usize>,
@@ -143,7 +147,11 @@ impl Simulation {
             },
             3 => {
                 let mut crashed = vec![slot];
-                if slots >= DOUBLE_CRASH_NODES_MIN && self.rng.gen_bool(0.3) {
+                if self.rng.gen_bool(FULL_CRASH_CHANCE) {
+                    // A power loss: every node at once. The saved views restore the primary
+                    // component (`group::recovery`).
+                    crashed = (0..slots).collect();
+                } else if slots >= DOUBLE_CRASH_NODES_MIN && self.rng.gen_bool(0.3) {
                     crashed.push((slot + self.rng.gen_range(1..slots)) % slots);
                 }
                 Fault::Crash {
@@ -187,12 +195,22 @@ impl Simulation {
                 // Crash only a healthy cluster: losing another member while the first are
                 // still being replaced would lose the quorum for good, as with Galera.
                 if self.healthy() {
-                    if slots.len() > 1 {
+                    let whole = slots.len() == self.nodes.len();
+                    if whole {
+                        base::mark!("sim.whole_cluster_crashed");
+                    } else if slots.len() > 1 {
                         base::mark!("sim.two_nodes_crashed_at_once");
                     }
                     for slot in slots {
                         self.crash(slot);
-                        self.schedule(down_us, Event::Restart { slot });
+                        // After a power loss each comes back on its own time: the first
+                        // wait for the last.
+                        let jitter = if whole {
+                            self.rng.gen_range(0..down_us)
+                        } else {
+                            0
+                        };
+                        self.schedule(down_us + jitter, Event::Restart { slot });
                     }
                 }
             }

@@ -5,6 +5,7 @@
 use base::{seeded_rng, Gtid, SeededRng, Seqno};
 use engine::memory_store::CrashDamage;
 use engine::{ActionCache, ConnectionStart, EngineConfig, NodeEngine};
+use group::recovery::RestartState;
 use group::{Contact, GroupNode};
 use rand::Rng;
 
@@ -22,12 +23,13 @@ impl Simulation {
     /// Starts the founder of the cluster.
     pub(crate) fn start_founder(&mut self) {
         let rng = seeded_rng(self.rng.gen());
-        let group = GroupNode::bootstrap(
+        let mut group = GroupNode::bootstrap(
             self.config.clone(),
             &Contact::new("node0", &SimNode::address(0)),
             rng,
             self.now(),
         );
+        group.hold_data(RestartState::default());
         self.start_process(0, group, true, None);
         self.pump(0).expect("the founder starts cleanly");
     }
@@ -62,13 +64,21 @@ impl Simulation {
                 cluster: db.history,
                 seqno: db.committed,
             });
-        let group = match engine::StateStore::load_membership(&node.disk.state) {
+        let mut group = match engine::StateStore::load_membership(&node.disk.state) {
             Some(saved) => {
                 base::mark!("sim.node_comes_back_as_the_member_it_was");
                 GroupNode::come_back(self.config.clone(), &contact, &saved, seeds, rng, now)
             }
             None => GroupNode::join(self.config.clone(), &contact, seeds, rng, now),
         };
+        // The server recovered its position (the simulated `--wsrep-recover`), and the last
+        // primary view is on disk: a full crash is restored from them.
+        let last_view =
+            engine::StateStore::load_view(&node.disk.state).expect("the simulated disk reads back");
+        group.hold_data(RestartState {
+            last_view,
+            position,
+        });
         self.start_process(slot, group, false, position);
     }
 
@@ -97,7 +107,12 @@ impl Simulation {
             start_position,
             ist_address: SimNode::ist_address(slot),
         });
-        let cache = ActionCache::over(Box::new(node.disk.cache.clone()));
+        let mut cache = ActionCache::over(Box::new(node.disk.cache.clone()));
+        if let Some(position) = start_position {
+            cache
+                .drop_past(position)
+                .expect("the simulated cache truncates");
+        }
         node.process = Some(Process {
             incarnation: node.incarnation,
             group,
@@ -136,6 +151,7 @@ impl Simulation {
         process.group.leave();
         process.group_stopped = true;
         process.engine.forget_membership();
+        process.engine.forget_last_view();
         process.engine.close_with_final_view();
         let committed = process.committed();
         process.engine.save_final_state(last_member, committed);
@@ -165,7 +181,12 @@ impl Simulation {
             self.schedule(RECONNECT_AFTER_US, again);
             return;
         }
-        let group = GroupNode::join(self.config.clone(), &contact, seeds, rng, now);
+        let mut group = GroupNode::join(self.config.clone(), &contact, seeds, rng, now);
+        // It left cleanly, so it saved no view: it joins as usual.
+        group.hold_data(RestartState {
+            last_view: None,
+            position,
+        });
         process
             .engine
             .begin_connection("")

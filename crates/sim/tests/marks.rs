@@ -115,6 +115,18 @@ const EXPECTED: &[(&str, &str)] = &[
         "the stop of a member gone silent is lifted",
     ),
     ("sim.two_nodes_crashed_at_once", "a double failure"),
+    (
+        "sim.whole_cluster_crashed",
+        "a power loss: every node crashes at once",
+    ),
+    (
+        "group.primary_component_restored_after_a_crash",
+        "the most advanced member of the last primary view founds it again",
+    ),
+    (
+        "group.restore_waits_for_a_member",
+        "a restore waits until every member of the last primary view is back",
+    ),
     ("sim.node_made_slow", "a slow node"),
     (
         "sim.donor_died_during_its_stream",

@@ -51,6 +51,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use base::{seeded_rng, Nanos, NodeState, Seqno};
+use group::recovery::RestartState;
 use group::{Contact, Delivery, GroupConfig, GroupNode, GroupStatus};
 
 use crate::event_loop::{Event, EventLoop, GroupClock};
@@ -68,6 +69,9 @@ pub enum Role {
     Join {
         /// Addresses of members to ask for admission.
         seeds: Vec<String>,
+        /// A data node's saved view and position, to restore the primary component after
+        /// a full crash (`group::recovery`); `None` for a member without data.
+        restart: Option<RestartState>,
     },
     /// Come back under the identity saved before a crash, in a component of two (see
     /// `group::restart`); join through `seeds` as a new member if nobody brings it back.
@@ -76,7 +80,43 @@ pub enum Role {
         saved: group::restart::SavedMembership,
         /// Addresses of members to ask for admission, should it come to that.
         seeds: Vec<String>,
+        /// As for [`Role::Join`].
+        restart: Option<RestartState>,
     },
+}
+
+/// The group member a runner starts in `role`.
+fn member_for(
+    role: Role,
+    config: GroupConfig,
+    contact: &Contact,
+    rng: base::SeededRng,
+    epoch: Nanos,
+) -> GroupNode {
+    // A founder holds data (the server's own); only a joiner may hold none (the arbitrator).
+    let founder = Some(RestartState::default());
+    let (mut node, restart) = match role {
+        Role::Bootstrap => (GroupNode::bootstrap(config, contact, rng, epoch), founder),
+        Role::BootstrapFrom(history) => (
+            GroupNode::bootstrap_from(config, contact, Some(history), rng, epoch),
+            founder,
+        ),
+        Role::Join { seeds, restart } => {
+            (GroupNode::join(config, contact, seeds, rng, epoch), restart)
+        }
+        Role::ComeBack {
+            saved,
+            seeds,
+            restart,
+        } => (
+            GroupNode::come_back(config, contact, &saved, seeds, rng, epoch),
+            restart,
+        ),
+    };
+    if let Some(state) = restart {
+        node.hold_data(state);
+    }
+    node
 }
 
 /// Settings of the transport itself (queue bounds, timeouts).
@@ -391,16 +431,7 @@ impl GroupRunner {
         let epoch = Nanos(unix_nanos());
         let tick_interval = Duration::from_nanos(config.tick_interval_ns);
         let rng = seeded_rng(seed);
-        let node = match role {
-            Role::Bootstrap => GroupNode::bootstrap(config, &contact, rng, epoch),
-            Role::BootstrapFrom(history) => {
-                GroupNode::bootstrap_from(config, &contact, Some(history), rng, epoch)
-            }
-            Role::Join { seeds } => GroupNode::join(config, &contact, seeds, rng, epoch),
-            Role::ComeBack { saved, seeds } => {
-                GroupNode::come_back(config, &contact, &saved, seeds, rng, epoch)
-            }
-        };
+        let node = member_for(role, config, &contact, rng, epoch);
         let shared = Arc::new(Shared {
             stopping: AtomicBool::new(false),
             status: Mutex::new(node.status()),

@@ -105,10 +105,18 @@ fn three_members() -> Vec<Member> {
         "node2",
         Role::Join {
             seeds: seeds.clone(),
+            restart: None,
         },
         2,
     );
-    let third = Member::start("node3", Role::Join { seeds }, 3);
+    let third = Member::start(
+        "node3",
+        Role::Join {
+            seeds,
+            restart: None,
+        },
+        3,
+    );
     let mut members = vec![first, second, third];
     wait_until(&mut members, "a 3-member primary view", |m| {
         m.iter().all(|member| member.in_primary_view_of(3))
@@ -298,6 +306,7 @@ fn garbage_on_the_wire_is_refused_and_the_group_keeps_ordering() {
         "node2",
         Role::Join {
             seeds: vec![first.address()],
+            restart: None,
         },
         12,
     );
@@ -375,7 +384,14 @@ fn a_member_that_cannot_reach_its_seed_keeps_trying_and_stops_cleanly() {
     let unused = std::net::TcpListener::bind(any_port()).expect("bind");
     let seed = unused.local_addr().expect("address").to_string();
     drop(unused);
-    let mut joiner = Member::start("lonely", Role::Join { seeds: vec![seed] }, 21);
+    let mut joiner = Member::start(
+        "lonely",
+        Role::Join {
+            seeds: vec![seed],
+            restart: None,
+        },
+        21,
+    );
     std::thread::sleep(Duration::from_millis(200));
     joiner.drain();
     assert!(!joiner.runner.status().primary);
@@ -429,6 +445,7 @@ fn tls_members_order_together_and_strangers_never_get_in() {
     let seeds = vec![first.address()];
     let join = || Role::Join {
         seeds: seeds.clone(),
+        restart: None,
     };
     let second = Member::start_with("node2", join(), 22, tls_options("node-b", "ca.pem"));
     let mut members = vec![first, second];

@@ -333,6 +333,7 @@ impl GroupNode {
         fresh.outbox = std::mem::take(&mut self.outbox);
         fresh.last_delivered = self.last_delivered;
         fresh.cached_from = self.cached_from;
+        fresh.recovery = std::mem::take(&mut self.recovery);
         *self = fresh;
     }
 }

@@ -54,6 +54,9 @@ pub struct View {
     /// eviction it rejoins under a new one, keeping its UUID), so that a user tells a
     /// readmission, whose gap comes by state transfer, from the membership it knew.
     pub membership: u64,
+    /// The first view of a primary component this member founded holding the state
+    /// already (a bootstrap, or a restore after a full crash): it gets no state transfer.
+    pub founding: bool,
 }
 
 /// What the group hands to the node, in order.

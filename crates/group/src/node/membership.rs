@@ -285,6 +285,7 @@ impl GroupNode {
             members: Vec::new(),
             own_index: None,
             membership: self.me.raft_id,
+            founding: false,
         };
         self.deliver_view(view);
         if self.leaving.is_some() {

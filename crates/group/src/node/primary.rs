@@ -66,6 +66,7 @@ impl GroupNode {
             members,
             own_index,
             membership: self.me.raft_id,
+            founding: false,
         }
     }
 
@@ -216,6 +217,7 @@ impl GroupNode {
             self.rng.clone(),
             state,
             self.now,
+            false,
         );
         alone.roster.departed = std::mem::take(&mut self.roster.departed);
         for (id, record) in &self.state.members {
@@ -236,6 +238,7 @@ impl GroupNode {
         alone.deliveries.extend(founding);
         alone.outbox = std::mem::take(&mut self.outbox);
         alone.isolated = self.isolated;
+        alone.recovery = std::mem::take(&mut self.recovery);
         alone.cached_from = self.cached_from;
         alone.committed = self.committed;
         alone.local_state = self.local_state;

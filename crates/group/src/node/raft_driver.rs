@@ -318,6 +318,7 @@ impl GroupNode {
         self.update_primary();
         self.maybe_continue_alone();
         self.request_join();
+        self.drive_recovery();
         self.progress_leave();
         self.send_controls();
         self.send_state_request();

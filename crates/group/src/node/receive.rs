@@ -96,6 +96,16 @@ pub enum ReceiveError {
     /// This node has left the group.
     #[error("this member has left the group")]
     Closed,
+    /// A recovery probe this node does not answer.
+    #[error("recovery probe refused: {0}")]
+    BadProbe(&'static str),
+    /// An answer to a recovery probe that is not taken.
+    #[error("recovery report refused: {0}")]
+    BadReport(&'static str),
+    /// An answer with a challenge this process never sent: to the probe of an earlier
+    /// process at this address (routine around a restart), or forged. Dropped.
+    #[error("recovery report without this process's challenge")]
+    UnprovenReport,
 }
 
 impl ReceiveError {
@@ -110,6 +120,7 @@ impl ReceiveError {
                 | ReceiveError::JoinRefused { .. }
                 | ReceiveError::Closed
                 | ReceiveError::WrongRecipient { .. }
+                | ReceiveError::UnprovenReport
                 | ReceiveError::RaftRefused {
                     refusal: RaftRefusal::FromEarlierTerm { .. },
                     ..
@@ -152,6 +163,11 @@ impl GroupNode {
                 Ok(())
             }
             WireMessage::Control(control) => self.receive_control(from, control),
+            WireMessage::Probe {
+                reply_to,
+                challenge,
+            } => self.receive_probe(reply_to, challenge),
+            WireMessage::Report { challenge, report } => self.receive_report(challenge, report),
             WireMessage::Removed(raft_id) => {
                 let sender_is_member = self.state.members.contains_key(&from);
                 if raft_id == self.me.raft_id && self.member && sender_is_member && !self.primary {

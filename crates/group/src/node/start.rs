@@ -12,9 +12,11 @@ use super::admission::Admission;
 use super::admission::MEMBER_FIELD_BYTES_MAX;
 use super::causal::CausalReads;
 use super::controls::ControlPacing;
+use super::delivery::View;
 use super::flow::FlowControl;
 use super::membership::Roster;
 use super::raft_driver::Snapshots;
+use super::recovery::Recovering;
 use super::state_requests::StateRequesting;
 use super::submit::Submissions;
 use super::GroupNode;
@@ -55,19 +57,22 @@ impl GroupNode {
             _ => (Uuid::random(&mut rng), Seqno(1)),
         };
         let state = GroupState::genesis(cluster, first_seqno, me.clone());
-        let mut node = GroupNode::found(config, me, rng, state, now);
+        let mut node = GroupNode::found(config, me, rng, state, now, true);
         node.local_state = NodeState::Synced;
         node
     }
 
     /// A primary component of `me` alone, continuing `state` (whose only member is `me`): a
     /// new Raft group with `me` its only voter and leader, its founding view delivered.
+    /// `founding` says whether this member's state starts here (a bootstrap, a restore
+    /// after a crash), rather than carrying on what it holds (`pc.ignore_sb`).
     pub(super) fn found(
         config: GroupConfig,
         me: MemberInfo,
         rng: SeededRng,
         state: GroupState,
         now: Nanos,
+        founding: bool,
     ) -> GroupNode {
         let mut snapshot = Snapshot::default();
         snapshot.set_data(state.encode().into());
@@ -80,7 +85,10 @@ impl GroupNode {
         node.member = true;
         node.last_delivered = node.state.last_seqno;
         node.snapshots.last_index = 1;
-        let view = node.view(true, true, node.state.last_seqno);
+        let view = View {
+            founding,
+            ..node.view(true, true, node.state.last_seqno)
+        };
         node.deliver_view(view);
         node.primary = true;
         node.raw
@@ -192,6 +200,7 @@ impl GroupNode {
             fresh.tick = self.tick;
             fresh.deliveries = std::mem::take(&mut self.deliveries);
             fresh.outbox = std::mem::take(&mut self.outbox);
+            fresh.recovery = std::mem::take(&mut self.recovery);
             *self = fresh;
             return false;
         }
@@ -272,6 +281,7 @@ impl GroupNode {
                 due: false,
             },
             causal: CausalReads::default(),
+            recovery: Recovering::default(),
         };
         node.pin_election_timeout();
         node

@@ -96,6 +96,29 @@ impl ProviderOptions {
         Ok(())
     }
 
+    /// `base_host` and `base_port`: where the node listens, unless an address says otherwise.
+    fn apply_base_address(&mut self, key: Setting, value: &str) -> Result<(), OptionsError> {
+        let bad = |expected| invalid(key, value, expected);
+        match key {
+            // The listing of a node with no address shows `base_host = `: it parses back.
+            Setting::BaseHost if value.trim().is_empty() => {}
+            Setting::BaseHost => {
+                self.base_host = parse_endpoint(value)
+                    .filter(|e| e.scheme.is_none() && e.port.is_none())
+                    .filter(|e| !is_any_address(&e.host))
+                    .map(|e| e.host)
+                    .ok_or_else(|| bad(HOST_FORM))?;
+            }
+            _ => {
+                debug_assert!(matches!(key, Setting::BasePort), "{key:?} is no base address");
+                self.base_port = parse_unsigned::<u16>(value)
+                    .filter(|port| *port != 0)
+                    .ok_or_else(|| bad(PORT_FORM))?;
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn apply(
         &mut self,
         key: Setting,
@@ -115,20 +138,7 @@ impl ProviderOptions {
         };
         match key {
             Setting::BaseDir => self.base_dir = path()?,
-            // The listing of a node with no address shows `base_host = `: it parses back.
-            Setting::BaseHost if value.trim().is_empty() => {}
-            Setting::BaseHost => {
-                self.base_host = parse_endpoint(value)
-                    .filter(|e| e.scheme.is_none() && e.port.is_none())
-                    .filter(|e| !is_any_address(&e.host))
-                    .map(|e| e.host)
-                    .ok_or_else(|| bad(HOST_FORM))?;
-            }
-            Setting::BasePort => {
-                self.base_port = parse_unsigned::<u16>(value)
-                    .filter(|port| *port != 0)
-                    .ok_or_else(|| bad(PORT_FORM))?;
-            }
+            Setting::BaseHost | Setting::BasePort => self.apply_base_address(key, value)?,
             Setting::CertLogConflicts => self.cert_log_conflicts = boolean()?,
             Setting::EvsInactiveTimeout
             | Setting::EvsSuspectTimeout
@@ -172,6 +182,7 @@ impl ProviderOptions {
             Setting::PcBootstrap => self.pc_bootstrap = boolean()?,
             Setting::PcIgnoreQuorum => self.pc_ignore_quorum = boolean()?,
             Setting::PcIgnoreSb => self.pc_ignore_sb = boolean()?,
+            Setting::PcRecovery => self.pc_recovery = boolean()?,
             Setting::PcWeight => self.pc_weight = byte()?,
             Setting::ReplCausalReadTimeout => {
                 self.repl_causal_read_timeout =

@@ -44,6 +44,7 @@ impl ProviderOptions {
             Setting::PcBootstrap => true_false(self.pc_bootstrap).to_owned(),
             Setting::PcIgnoreQuorum => true_false(self.pc_ignore_quorum).to_owned(),
             Setting::PcIgnoreSb => true_false(self.pc_ignore_sb).to_owned(),
+            Setting::PcRecovery => true_false(self.pc_recovery).to_owned(),
             Setting::PcWeight => self.pc_weight.to_string(),
             Setting::ReplCausalReadTimeout => format_duration(self.repl_causal_read_timeout),
             Setting::ReplCommitOrder => self.repl_commit_order.number().to_string(),

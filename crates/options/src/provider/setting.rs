@@ -43,6 +43,7 @@ pub(super) enum Setting {
     PcBootstrap,
     PcIgnoreQuorum,
     PcIgnoreSb,
+    PcRecovery,
     PcWeight,
     ReplCausalReadTimeout,
     ReplCommitOrder,
@@ -57,7 +58,7 @@ pub(super) enum Setting {
 }
 
 impl Setting {
-    pub(super) const ALL: [Setting; 39] = [
+    pub(super) const ALL: [Setting; 40] = [
         Setting::BaseDir,
         Setting::BaseHost,
         Setting::BasePort,
@@ -86,6 +87,7 @@ impl Setting {
         Setting::PcBootstrap,
         Setting::PcIgnoreQuorum,
         Setting::PcIgnoreSb,
+        Setting::PcRecovery,
         Setting::PcWeight,
         Setting::ReplCausalReadTimeout,
         Setting::ReplCommitOrder,
@@ -129,6 +131,7 @@ impl Setting {
             Setting::PcBootstrap => "pc.bootstrap",
             Setting::PcIgnoreQuorum => "pc.ignore_quorum",
             Setting::PcIgnoreSb => "pc.ignore_sb",
+            Setting::PcRecovery => "pc.recovery",
             Setting::PcWeight => "pc.weight",
             Setting::ReplCausalReadTimeout => "repl.causal_read_timeout",
             Setting::ReplCommitOrder => "repl.commit_order",
@@ -180,6 +183,7 @@ impl Setting {
             | Setting::GmcastSegment
             | Setting::IstRecvAddr
             | Setting::IstRecvBind
+            | Setting::PcRecovery
             | Setting::ReplCommitOrder
             | Setting::SocketSsl
             | Setting::SocketSslCa
@@ -243,6 +247,7 @@ impl Setting {
             | Setting::PcBootstrap
             | Setting::PcIgnoreQuorum
             | Setting::PcIgnoreSb
+            | Setting::PcRecovery
             | Setting::ReplCausalReadTimeout
             | Setting::ReplMaxWsSize
             | Setting::SocketSsl

@@ -54,6 +54,7 @@ fn readers(key: Setting) -> &'static [&'static str] {
         Setting::GmcastSegment => &["gmcast_segment"],
         Setting::PcIgnoreQuorum => &["pc_ignore_quorum"],
         Setting::PcIgnoreSb => &["pc_ignore_sb"],
+        Setting::PcRecovery => &["pc_recovery"],
         Setting::PcWeight => &["pc_weight"],
         Setting::ReplCommitOrder => &["repl_commit_order"],
         _ => &[],
