@@ -21,6 +21,7 @@ use mysql::prelude::Queryable;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::compare::RestOptions;
 use crate::Cluster;
 
 /// Accounts in the bank.
@@ -332,6 +333,31 @@ impl BankState {
         }
         problems
     }
+}
+
+/// Checks the bank on every node once the cluster is at rest (`rest`): the nodes equal, and
+/// each one's data true to what the clients did. One line per problem.
+pub fn check_at_rest(cluster: &Cluster, history: &History, rest: RestOptions) -> Vec<String> {
+    let mut problems = Vec::new();
+    let nodes: Vec<usize> = (1..=cluster.nodes()).collect();
+    let tables = vec!["bank.accounts".to_string(), "bank.ledger".to_string()];
+    match cluster.compare_at_rest(&nodes, Some(&tables), rest) {
+        Ok(comparison) if comparison.equal() => {}
+        Ok(comparison) => problems.push(format!("the nodes differ:\n{}", comparison.report())),
+        Err(error) => problems.push(format!("the nodes never came to rest: {error:#}")),
+    }
+    for node in nodes {
+        match BankState::read(cluster, node) {
+            Ok(state) => problems.extend(
+                state
+                    .problems(history)
+                    .into_iter()
+                    .map(|problem| format!("node{node}: {problem}")),
+            ),
+            Err(error) => problems.push(format!("node{node}: cannot read the bank: {error:#}")),
+        }
+    }
+    problems
 }
 
 /// The rows of `query` on `node`, each `width` integers.

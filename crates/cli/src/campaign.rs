@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::bank::{self, BankClient, BankState, History};
+use crate::bank::{self, BankClient, History};
 use crate::compare::RestOptions;
 use crate::{hosts, Cluster, Signal, SstMethod, UpOptions};
 
@@ -337,30 +337,9 @@ fn check(cluster: &Cluster, history: &History, report: &mut CampaignReport) {
                 .push(format!("cannot heal the network: {error:#}"));
         }
     }
-    let nodes: Vec<usize> = (1..=cluster.nodes()).collect();
-    let tables = vec!["bank.accounts".to_string(), "bank.ledger".to_string()];
-    match cluster.compare_at_rest(&nodes, Some(&tables), REST) {
-        Ok(comparison) if comparison.equal() => {}
-        Ok(comparison) => report
-            .problems
-            .push(format!("the nodes differ:\n{}", comparison.report())),
-        Err(error) => report
-            .problems
-            .push(format!("the nodes never came to rest: {error:#}")),
-    }
-    for node in nodes {
-        match BankState::read(cluster, node) {
-            Ok(state) => report.problems.extend(
-                state
-                    .problems(history)
-                    .into_iter()
-                    .map(|problem| format!("node{node}: {problem}")),
-            ),
-            Err(error) => report
-                .problems
-                .push(format!("node{node}: cannot read the bank: {error:#}")),
-        }
-    }
+    report
+        .problems
+        .extend(bank::check_at_rest(cluster, history, REST));
 }
 
 #[cfg(test)]

@@ -391,6 +391,22 @@ impl Cluster {
         self.signal_process(&format!("node{node}"), pid, &marker, signal)
     }
 
+    /// SIGKILLs every running node at once (a power loss), then waits (bounded) until all
+    /// are gone. Returns the nodes killed.
+    pub fn kill_all(&self) -> Result<Vec<usize>> {
+        let running: Vec<(usize, u32)> = (1..=self.config.nodes)
+            .filter_map(|node| self.pid(node).map(|pid| (node, pid)))
+            .collect();
+        for (_, pid) in &running {
+            sys::send_signal(*pid, Signal::Kill.name())?;
+        }
+        for (node, pid) in &running {
+            let marker = self.config.cnf_path(*node).display().to_string();
+            self.signal_process(&format!("node{node}"), *pid, &marker, Signal::Kill)?;
+        }
+        Ok(running.into_iter().map(|(node, _)| node).collect())
+    }
+
     /// Starts one stopped node, which joins the running nodes (IST or SST), and waits until
     /// it is Synced.
     pub fn start_node(&self, node: usize) -> Result<()> {

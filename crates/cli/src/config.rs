@@ -286,6 +286,24 @@ impl ClusterConfig {
         self.datadir(node).join("grastate.dat")
     }
 
+    /// Whether the cluster runs Galera's library rather than Trireme's.
+    pub fn runs_galera(&self) -> bool {
+        self.provider
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("libgalera"))
+    }
+
+    /// Where `node` keeps its last primary view for a restore after a full crash:
+    /// Trireme's `trireme_view.dat`, or Galera's `gvwstate.dat` (`pc.recovery`).
+    pub fn saved_view_path(&self, node: usize) -> PathBuf {
+        let name = if self.runs_galera() {
+            "gvwstate.dat"
+        } else {
+            "trireme_view.dat"
+        };
+        self.datadir(node).join(name)
+    }
+
     /// The ports of `node`.
     pub fn ports(&self, node: usize) -> NodePorts {
         if self.hosts {

@@ -27,6 +27,7 @@ pub mod campaign;
 mod cluster;
 mod compare;
 pub mod config;
+pub mod crash_drill;
 pub mod garbage;
 pub mod hosts;
 pub mod load;

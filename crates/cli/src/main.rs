@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use cli::campaign::{self, CampaignOptions};
+use cli::crash_drill::{self, DrillOptions};
 use cli::load::LoadOptions;
 use cli::soak::{Soak, SoakOptions, TransferKind};
 use cli::{format_status_table, Cluster, RestOptions, Signal, SstMethod, Timeouts, UpOptions};
@@ -50,6 +51,36 @@ enum Top {
     /// invented, money is conserved, balances match the ledger and all nodes are equal.
     /// The same seed gives any provider the same faults. Exits 1 on a problem.
     Campaign(CampaignArgs),
+    /// Full-crash drill: on a new local cluster, bank clients on every node, then every
+    /// node SIGKILLed at once and all started again as an init system would (each with the
+    /// position --wsrep-recover finds, none told to bootstrap), round after round; then
+    /// checks the bank on every node. Exits 1 on a problem.
+    CrashDrill(CrashDrillArgs),
+}
+
+#[derive(Args)]
+struct CrashDrillArgs {
+    /// Cluster directory to create [default: a new directory under /tmp].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// wsrep provider library [default: libtrireme.so next to this binary].
+    #[arg(long, value_name = "PATH")]
+    provider: Option<PathBuf>,
+    /// Base port [default: 13300].
+    #[arg(long, value_name = "P")]
+    base_port: Option<u16>,
+    /// Nodes.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Full crashes.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// Seconds of bank load before each crash.
+    #[arg(long, default_value_t = 3)]
+    load_seconds: u64,
+    /// Bank clients per node.
+    #[arg(long, default_value_t = 2)]
+    clients_per_node: usize,
 }
 
 #[derive(Args)]
@@ -358,6 +389,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Top::Cluster { command } => command,
         Top::Soak(args) => return soak(args),
         Top::Campaign(args) => return campaign(args),
+        Top::CrashDrill(args) => return crash_drill(args),
     };
     match command {
         ClusterCommand::Up(args) => cluster_up(args)?,
@@ -542,6 +574,52 @@ fn campaign(args: CampaignArgs) -> Result<ExitCode> {
     } else {
         eprintln!(
             "trireme campaign: the stopped cluster is kept in {}",
+            dir.display()
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn crash_drill(args: CrashDrillArgs) -> Result<ExitCode> {
+    if !(2..=cli::config::MAX_NODES).contains(&args.nodes) || args.clients_per_node == 0 {
+        bail!(
+            "--nodes must be 2 to {} and --clients-per-node at least 1",
+            cli::config::MAX_NODES
+        );
+    }
+    let dir = args.dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("trireme-crash-drill-{}", std::process::id()))
+    });
+    if dir.exists() {
+        bail!(
+            "{} exists: a drill starts from a new cluster",
+            dir.display()
+        );
+    }
+    let mut up = UpOptions::new(&dir);
+    up.nodes = Some(args.nodes);
+    up.provider = args.provider;
+    up.base_port = args.base_port;
+    let opts = DrillOptions {
+        rounds: args.rounds,
+        load: Duration::from_secs(args.load_seconds),
+        clients_per_node: args.clients_per_node,
+        seed: 1,
+    };
+    let outcome = crash_drill::run(&up, &opts, &mut |line| {
+        eprintln!("trireme crash-drill: {line}")
+    });
+    let stopped = Cluster::open(&dir).and_then(|cluster| cluster.down());
+    let report = outcome?;
+    print!("{}", report.summary());
+    stopped?;
+    if report.problems.is_empty() {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("cannot remove {}", dir.display()))?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "trireme crash-drill: the stopped cluster is kept in {}",
             dir.display()
         );
         Ok(ExitCode::FAILURE)

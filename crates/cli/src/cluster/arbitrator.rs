@@ -144,12 +144,7 @@ impl Cluster {
 
     /// `trireme-arbitrator`, or garbd for a cluster on Galera.
     fn arbitrator_program(&self) -> Result<PathBuf> {
-        let galera = self
-            .config
-            .provider
-            .file_name()
-            .is_some_and(|name| name.to_string_lossy().starts_with("libgalera"));
-        if !galera {
+        if !self.config.runs_galera() {
             return Ok(
                 locate::program_dir(ARBITRATOR_PROGRAM, "arbitrator")?.join(ARBITRATOR_PROGRAM)
             );

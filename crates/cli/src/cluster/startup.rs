@@ -121,12 +121,22 @@ impl Cluster {
                 );
             }
         }
-        let bootstrap = cluster.choose_bootstrap()?;
-        eprintln!(
-            "trireme: restarting the cluster in {} from node{bootstrap}",
-            dir.display()
-        );
-        cluster.start_all(bootstrap, opts.joiners_together)?;
+        if cluster.crashed_with_saved_views() {
+            eprintln!(
+                "trireme: every node of the cluster in {} crashed and kept its last primary \
+                 view: starting them all as they were (the provider restores the primary \
+                 component)",
+                dir.display()
+            );
+            cluster.start_all_after_crash()?;
+        } else {
+            let bootstrap = cluster.choose_bootstrap()?;
+            eprintln!(
+                "trireme: restarting the cluster in {} from node{bootstrap}",
+                dir.display()
+            );
+            cluster.start_all(bootstrap, opts.joiners_together)?;
+        }
         if cluster.config.arbitrator {
             // One that outlived the nodes belongs to the group they had: it cannot tell the
             // new one from it, so it starts over too.
@@ -134,6 +144,49 @@ impl Cluster {
             cluster.start_arbitrator()?;
         }
         Ok(cluster)
+    }
+
+    /// Whether every node stopped uncleanly (no saved position, nobody safe to bootstrap)
+    /// and kept its last primary view: the provider then restores the primary component by
+    /// itself (Galera's `pc.recovery`), with no node chosen and no file edited.
+    pub(super) fn crashed_with_saved_views(&self) -> bool {
+        (1..=self.config.nodes).all(|node| {
+            let crashed = self.grastate(node).ok().flatten().is_some_and(|g| {
+                !g.has_position() && !g.safe_to_bootstrap && g.position.cluster != Uuid::NIL
+            });
+            crashed && self.config.saved_view_path(node).is_file()
+        })
+    }
+
+    /// Starts every node after a full crash as its init system would (see
+    /// [`Cluster::start_after_crash`]), then waits until all are Synced together.
+    pub(super) fn start_all_after_crash(&self) -> Result<()> {
+        let n = self.config.nodes;
+        let all: Vec<usize> = (1..=n).collect();
+        self.start_after_crash(&all)?;
+        for node in 1..=n {
+            self.wait_synced(node, Some(n))?;
+        }
+        eprintln!("trireme: all {n} nodes are Synced");
+        Ok(())
+    }
+
+    /// Starts `nodes` after a crash as an init system would: each with the position
+    /// `mariadbd --wsrep-recover` finds (as the systemd unit's `galera_recovery` does), none
+    /// told to bootstrap, no file edited. Does not wait for them.
+    pub fn start_after_crash(&self, nodes: &[usize]) -> Result<()> {
+        let mut positions = Vec::new();
+        for &node in nodes {
+            self.check_node(node)?;
+            let position = self
+                .wsrep_recover(node)
+                .with_context(|| format!("node{node}: no position to start from"))?;
+            positions.push((node, position.to_string()));
+        }
+        for (node, position) in &positions {
+            self.start_process_at(*node, false, Some(position))?;
+        }
+        Ok(())
     }
 
     /// Picks the node to bootstrap a stopped cluster from (see [`base::grastate`]), marking
