@@ -166,9 +166,9 @@ impl Stranded {
         self.reported = Instant::now();
         tracing::warn!(
             "outside any primary component for {} s: waiting for the data nodes of the last \
-             primary view. If they were all restarted since (the cluster was bootstrapped \
-             again), restart this arbitrator: it cannot tell the new cluster from the one it \
-             was in",
+             primary view. If they all crash and restart, it joins the component they restore \
+             by itself; if the cluster was bootstrapped again by hand, restart this \
+             arbitrator: it cannot tell the new cluster from the one it was in",
             self.since.elapsed().as_secs()
         );
     }

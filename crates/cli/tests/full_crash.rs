@@ -137,3 +137,58 @@ fn a_restore_waits_for_the_member_that_is_missing_and_names_it() {
         assert_eq!(value(&cluster, node, "SELECT COUNT(*) FROM crash.t"), "3");
     }
 }
+
+#[test]
+fn an_arbitrator_that_outlives_its_two_data_nodes_joins_the_component_they_restore() {
+    let _one = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let (guard, base_port) = new_cluster_dir();
+    let mut up = options(guard.path(), base_port);
+    up.nodes = Some(2);
+    up.arbitrator = Some(true);
+    let cluster = Cluster::up(&up).expect("two nodes and their arbitrator come up");
+    let arbitrator = cluster.arbitrator_pid().expect("the arbitrator runs");
+    // The crash comes once the data nodes saved a last primary view with the arbitrator in
+    // it (each saves it once it committed up to that view).
+    let arbitrator_port = cluster
+        .config()
+        .ports(cluster.config().arbitrator_member())
+        .group;
+    let arbitrator_address = format!("127.0.0.1:{arbitrator_port}");
+    wait_for(
+        "the saved views list the arbitrator",
+        Duration::from_secs(30),
+        || {
+            (1..=2).all(|node| {
+                let path = cluster.config().saved_view_path(node);
+                std::fs::read_to_string(path).is_ok_and(|view| view.contains(&arbitrator_address))
+            })
+        },
+    );
+    assert_eq!(cluster.kill_all().unwrap(), vec![1, 2]);
+
+    // The arbitrator, still running in the old group, holds nothing up; once both data
+    // nodes restored the component, it starts over and joins it.
+    cluster.start_after_crash(&[1, 2]).unwrap();
+    wait_for(
+        "two data nodes and the arbitrator",
+        Duration::from_secs(120),
+        || {
+            (1..=2).all(|node| {
+                let status = cluster.node_status(node);
+                status.is_synced() && status.cluster_size() == Some(3)
+            })
+        },
+    );
+    assert_eq!(
+        cluster.arbitrator_pid(),
+        Some(arbitrator),
+        "the same process"
+    );
+    let log = std::fs::read_to_string(cluster.config().arbitrator_log()).unwrap();
+    assert!(
+        log.contains("starting over as a new member"),
+        "the arbitrator does not say why it joined again:\n{log}"
+    );
+}

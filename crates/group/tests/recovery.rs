@@ -8,6 +8,7 @@ mod common;
 use base::{seeded_rng, Gtid, Nanos, Seqno};
 use common::{address, config, Cluster};
 use group::recovery::{LastPrimaryView, RestartState};
+use group::wire::{self, WireMessage};
 use group::{Contact, Delivery, GroupNode, View};
 
 /// Every slot's saved view, from the last primary view it delivered.
@@ -132,4 +133,59 @@ fn a_restarted_member_joins_a_live_component_instead_of_restoring() {
     cluster.run_until(|c| c.members_seen_by_all() == 3, 3_000);
     assert!(primary_views(&cluster, 2).iter().all(|v| !v.founding));
     assert_eq!(cluster.node(0).status().members, 3);
+}
+
+#[test]
+fn an_arbitrator_left_in_the_old_group_starts_over_and_joins_the_restored_one() {
+    let mut cluster = Cluster::new(3);
+    // Nodes 0 and 1 hold data; node 2 holds none: the arbitrator.
+    for index in [0, 1] {
+        cluster.node(index).hold_data(RestartState::default());
+    }
+    let views = saved_views(&cluster, 3);
+    let last = cluster.ordered(0).keys().last().copied().unwrap();
+    let stranded_as = cluster.node(2).me().raft_id;
+    cluster.nodes[0] = None;
+    cluster.nodes[1] = None;
+    cluster.run_until(|c| c.last_view(2).is_some_and(|v| !v.primary), 400);
+    // The data nodes are back before the arbitrator has been out of the primary component
+    // for a suspect timeout; once it has, it asks them where they stand.
+    restart_with(&mut cluster, 0, &views[0], last);
+    restart_with(&mut cluster, 1, &views[1], Seqno(last.0 + 2));
+    cluster.run_until(|c| c.members_seen_by_all() == 3, 3_000);
+    assert_ne!(
+        cluster.node(2).me().raft_id,
+        stranded_as,
+        "the arbitrator joined the restored component as a new member"
+    );
+    assert!(
+        primary_views(&cluster, 1)[0].founding,
+        "node 1 was the most advanced"
+    );
+}
+
+#[test]
+fn a_forged_probe_does_not_make_a_cut_off_arbitrator_leave_its_group() {
+    let mut cluster = Cluster::new(3);
+    for index in [0, 1] {
+        cluster.node(index).hold_data(RestartState::default());
+    }
+    let stranded_as = cluster.node(2).me().raft_id;
+    // Cut off, not crashed: its group lives on without it.
+    cluster.isolated.insert(2);
+    cluster.run_until(|c| c.last_view(2).is_some_and(|v| !v.primary), 400);
+    cluster.run(150);
+    // It probes the members of its group, and none can answer through the cut; nor does a
+    // forged probe in a member's name prove anything.
+    let probe = WireMessage::Probe {
+        reply_to: address(0),
+        challenge: 1,
+    };
+    let _ = cluster.inject(2, &wire::encode(777, &probe));
+    cluster.run(300);
+    assert_eq!(
+        cluster.node(2).me().raft_id,
+        stranded_as,
+        "it stayed a member"
+    );
 }

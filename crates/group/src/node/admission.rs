@@ -334,6 +334,11 @@ impl GroupNode {
         fresh.last_delivered = self.last_delivered;
         fresh.cached_from = self.cached_from;
         fresh.recovery = std::mem::take(&mut self.recovery);
+        if fresh.recovery.own.is_none() {
+            // A member without data (the arbitrator) keeps the state it announced: nobody
+            // asks it to catch up.
+            fresh.local_state = self.local_state;
+        }
         *self = fresh;
     }
 }

@@ -114,7 +114,7 @@ impl GroupNode {
         challenge: u64,
         report: RecoveryReport,
     ) -> Result<(), ReceiveError> {
-        if !self.probing() {
+        if !self.probing() && !self.stranded_without_data() {
             return Ok(());
         }
         report.check().map_err(ReceiveError::BadReport)?;
@@ -124,9 +124,7 @@ impl GroupNode {
                 .challenge_key
                 .probe_challenge(&report.address)
         {
-            return Err(ReceiveError::BadReport(
-                "not the answer to a probe of that address",
-            ));
+            return Err(ReceiveError::UnprovenReport);
         }
         if report.address == self.me.address {
             return Err(ReceiveError::BadReport("an answer in this node's name"));
@@ -155,27 +153,86 @@ impl GroupNode {
             && self.leaving.is_none()
     }
 
+    /// Whether this member holds no data (the arbitrator) and has been outside the primary
+    /// component for a suspect timeout.
+    fn stranded_without_data(&self) -> bool {
+        let long = self
+            .non_primary_since
+            .is_some_and(|since| self.tick.saturating_sub(since) >= self.config.suspect_ticks());
+        self.recovery.own.is_none() && self.member && long && !self.closed && self.leaving.is_none()
+    }
+
     /// A probe round when due, then the rule, and what it decides: found, or say why not.
     pub(super) fn drive_recovery(&mut self) {
+        if self.stranded_without_data() {
+            self.drive_stranded();
+            return;
+        }
         if !self.probing() {
             return;
         }
-        let round = self.config.join_retry_ticks.max(1);
-        let due = self
-            .recovery
-            .last_probe_tick
-            .is_none_or(|last| self.tick >= last + round);
-        if due {
+        if self.probe_due() {
             self.probe_round();
         }
-        let tick = self.tick;
-        self.recovery
-            .reports
-            .retain(|_, (_, heard)| tick.saturating_sub(*heard) <= REPORT_FRESH_PROBES * round);
+        self.forget_stale_reports();
         let own = self.own_report();
         let peers: Vec<&RecoveryReport> = self.recovery.reports.values().map(|(r, _)| r).collect();
         let decision = decide(&own, &peers);
         self.act_on(decision);
+    }
+
+    /// A member without data left outside the primary component probes the other members
+    /// of its group: once each answers from outside any non-primary component (its process
+    /// restarted, and restored the component or is about to; or it is primary in a
+    /// component this member is no longer part of), the group this member is in is gone for
+    /// good, and it starts over as a new member to join the live one. It holds nothing, so
+    /// starting over loses nothing. A member still in the old group answers non-primary and
+    /// keeps it there, and so does silence (a partition); the answers are proven by their
+    /// challenges, so a forger cannot make it leave.
+    fn drive_stranded(&mut self) {
+        let others: Vec<String> = self
+            .state
+            .members
+            .values()
+            .filter(|m| m.info.raft_id != self.me.raft_id)
+            .map(|m| m.info.address.clone())
+            .collect();
+        if self.probe_due() {
+            self.recovery.last_probe_tick = Some(self.tick);
+            self.send_probes(others.clone());
+        }
+        self.forget_stale_reports();
+        let restarted = |address: &String| {
+            self.recovery
+                .reports
+                .get(address)
+                .is_some_and(|(report, _)| report.standing != Standing::NonPrimary)
+        };
+        if others.is_empty() || !others.iter().all(restarted) {
+            return;
+        }
+        tracing::info!(
+            target: "wsrep",
+            "every other member of this arbitrator's group restarted after a crash: starting \
+             over as a new member, to join the primary component they restore"
+        );
+        self.recovery.reports.clear();
+        self.rejoin_due = true;
+    }
+
+    fn probe_due(&self) -> bool {
+        let round = self.config.join_retry_ticks.max(1);
+        self.recovery
+            .last_probe_tick
+            .is_none_or(|last| self.tick >= last + round)
+    }
+
+    fn forget_stale_reports(&mut self) {
+        let fresh_for = REPORT_FRESH_PROBES * self.config.join_retry_ticks.max(1);
+        let tick = self.tick;
+        self.recovery
+            .reports
+            .retain(|_, (_, heard)| tick.saturating_sub(*heard) <= fresh_for);
     }
 
     /// Probes every member of the newest view known (this node's, or a newer one a peer
@@ -194,6 +251,11 @@ impl GroupNode {
                 targets.extend(view.members.iter().cloned());
             }
         }
+        self.send_probes(targets);
+    }
+
+    /// Sends a probe to each of `targets` (but this node), at most twice a view's worth.
+    fn send_probes(&mut self, mut targets: Vec<String>) {
         targets.sort();
         targets.dedup();
         targets.truncate(2 * VIEW_MEMBERS_MAX);

@@ -110,7 +110,10 @@ impl ProviderOptions {
                     .ok_or_else(|| bad(HOST_FORM))?;
             }
             _ => {
-                debug_assert!(matches!(key, Setting::BasePort), "{key:?} is no base address");
+                debug_assert!(
+                    matches!(key, Setting::BasePort),
+                    "{key:?} is no base address"
+                );
                 self.base_port = parse_unsigned::<u16>(value)
                     .filter(|port| *port != 0)
                     .ok_or_else(|| bad(PORT_FORM))?;
