@@ -44,6 +44,9 @@ pub(super) struct Recovering {
     last_decision: Option<Decision>,
     /// Addresses answered this probe round.
     answered: BTreeMap<String, u64>,
+    /// This process has been a member: the view and position it started with are stale
+    /// (it committed past them), so it restores nothing from them and reports neither.
+    was_member: bool,
 }
 
 impl GroupNode {
@@ -64,6 +67,7 @@ impl GroupNode {
     /// Where this node stands, as it answers a probe.
     fn own_report(&self) -> RecoveryReport {
         let own = self.recovery.own.as_ref();
+        let current = own.filter(|_| !self.recovery.was_member);
         let standing = match (self.member, self.primary) {
             (true, true) => Standing::Primary,
             (true, false) => Standing::NonPrimary,
@@ -72,8 +76,8 @@ impl GroupNode {
         RecoveryReport {
             address: self.me.address.clone(),
             holds_data: own.is_some(),
-            last_view: own.and_then(|own| own.last_view.clone()),
-            position: own.and_then(|own| own.position),
+            last_view: current.and_then(|own| own.last_view.clone()),
+            position: current.and_then(|own| own.position),
             standing,
         }
     }
@@ -148,6 +152,7 @@ impl GroupNode {
             .is_some_and(|own| own.last_view.is_some());
         self.config.recover_primary
             && saved
+            && !self.recovery.was_member
             && !self.member
             && !self.closed
             && self.leaving.is_none()
@@ -164,6 +169,9 @@ impl GroupNode {
 
     /// A probe round when due, then the rule, and what it decides: found, or say why not.
     pub(super) fn drive_recovery(&mut self) {
+        if self.member {
+            self.recovery.was_member = true;
+        }
         if self.stranded_without_data() {
             self.drive_stranded();
             return;
