@@ -20,6 +20,7 @@ mkdir -p "$out"
 tsv=$out/full_crash.tsv
 printf 'provider\tround\tseconds_back\n' >"$tsv"
 work=$(mktemp -d /tmp/trireme-crash-bench.XXXXXX)
+chmod 755 "$work"   # the servers run as the unprivileged user trireme
 trap 'rm -rf "$work"' EXIT
 
 run() { # name provider
