@@ -3,7 +3,7 @@
 // A shell binary: it drives real processes, so it needs the wall clock and helper threads.
 #![allow(clippy::disallowed_methods)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -540,16 +540,28 @@ fn net_fault(fault: NetFault, dir: DirArg) -> Result<()> {
     Ok(())
 }
 
-fn campaign(args: CampaignArgs) -> Result<ExitCode> {
-    if !(2..=cli::config::MAX_NODES).contains(&args.nodes) || args.clients_per_host == 0 {
+/// Refuses a bank run of fewer than 2 or more than `MAX_NODES` nodes, or no clients;
+/// `clients_flag` names the clients option in the message.
+fn check_bank_run(nodes: usize, clients: usize, clients_flag: &str) -> Result<()> {
+    if !(2..=cli::config::MAX_NODES).contains(&nodes) || clients == 0 {
         bail!(
-            "--nodes must be 2 to {} and --clients-per-host at least 1",
+            "--nodes must be 2 to {} and {clients_flag} at least 1",
             cli::config::MAX_NODES
         );
     }
-    let dir = args.dir.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("trireme-campaign-{}", std::process::id()))
-    });
+    Ok(())
+}
+
+/// The directory of a run: `dir`, else a new one under the temporary directory.
+fn run_dir(dir: Option<PathBuf>, what: &str) -> PathBuf {
+    dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("trireme-{what}-{}", std::process::id()))
+    })
+}
+
+fn campaign(args: CampaignArgs) -> Result<ExitCode> {
+    check_bank_run(args.nodes, args.clients_per_host, "--clients-per-host")?;
+    let dir = run_dir(args.dir, "campaign");
     let provider = match args.provider {
         Some(path) => path,
         None => cli::default_provider()?,
@@ -563,17 +575,26 @@ fn campaign(args: CampaignArgs) -> Result<ExitCode> {
         clients_per_host: args.clients_per_host,
     };
     let outcome = campaign::run(&opts, &mut |line| eprintln!("trireme campaign: {line}"));
-    let stopped = Cluster::open(&dir).and_then(|cluster| cluster.down());
-    let report = outcome?;
-    print!("{}", report.summary());
+    finish_run(
+        "campaign",
+        &dir,
+        outcome.map(|report| (report.summary(), report.problems.is_empty())),
+    )
+}
+
+/// Stops the cluster a run left in `dir` and prints the run's summary; removes the
+/// directory when the run found no problem, else keeps it and says where.
+fn finish_run(what: &str, dir: &Path, outcome: Result<(String, bool)>) -> Result<ExitCode> {
+    let stopped = Cluster::open(dir).and_then(|cluster| cluster.down());
+    let (summary, clean) = outcome?;
+    print!("{summary}");
     stopped?;
-    if report.problems.is_empty() {
-        std::fs::remove_dir_all(&dir)
-            .with_context(|| format!("cannot remove {}", dir.display()))?;
+    if clean {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
         Ok(ExitCode::SUCCESS)
     } else {
         eprintln!(
-            "trireme campaign: the stopped cluster is kept in {}",
+            "trireme {what}: the stopped cluster is kept in {}",
             dir.display()
         );
         Ok(ExitCode::FAILURE)
@@ -581,15 +602,8 @@ fn campaign(args: CampaignArgs) -> Result<ExitCode> {
 }
 
 fn crash_drill(args: CrashDrillArgs) -> Result<ExitCode> {
-    if !(2..=cli::config::MAX_NODES).contains(&args.nodes) || args.clients_per_node == 0 {
-        bail!(
-            "--nodes must be 2 to {} and --clients-per-node at least 1",
-            cli::config::MAX_NODES
-        );
-    }
-    let dir = args.dir.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("trireme-crash-drill-{}", std::process::id()))
-    });
+    check_bank_run(args.nodes, args.clients_per_node, "--clients-per-node")?;
+    let dir = run_dir(args.dir, "crash-drill");
     if dir.exists() {
         bail!(
             "{} exists: a drill starts from a new cluster",
@@ -609,21 +623,11 @@ fn crash_drill(args: CrashDrillArgs) -> Result<ExitCode> {
     let outcome = crash_drill::run(&up, &opts, &mut |line| {
         eprintln!("trireme crash-drill: {line}")
     });
-    let stopped = Cluster::open(&dir).and_then(|cluster| cluster.down());
-    let report = outcome?;
-    print!("{}", report.summary());
-    stopped?;
-    if report.problems.is_empty() {
-        std::fs::remove_dir_all(&dir)
-            .with_context(|| format!("cannot remove {}", dir.display()))?;
-        Ok(ExitCode::SUCCESS)
-    } else {
-        eprintln!(
-            "trireme crash-drill: the stopped cluster is kept in {}",
-            dir.display()
-        );
-        Ok(ExitCode::FAILURE)
-    }
+    finish_run(
+        "crash-drill",
+        &dir,
+        outcome.map(|report| (report.summary(), report.problems.is_empty())),
+    )
 }
 
 fn soak(args: SoakArgs) -> Result<ExitCode> {

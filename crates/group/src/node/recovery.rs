@@ -26,7 +26,9 @@ const WAITING_FIRST_SAID_AFTER_PROBES: u64 = 3;
 /// answer goes, so answers are bounded to keep this node from being used against others).
 const ANSWERS_PER_ROUND_MAX: usize = 2 * VIEW_MEMBERS_MAX;
 
-const _: () = assert!(WAITING_FIRST_SAID_AFTER_PROBES < REPORT_FRESH_PROBES + 1);
+// A report outlives a lost probe or answer; the first "waiting" line comes after members
+// started together had a round to answer in.
+const _: () = assert!(REPORT_FRESH_PROBES >= 2 && WAITING_FIRST_SAID_AFTER_PROBES >= 2);
 
 /// What a node keeps for a restore.
 #[derive(Default)]
