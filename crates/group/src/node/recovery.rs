@@ -144,8 +144,9 @@ impl GroupNode {
         Ok(())
     }
 
-    /// Whether this node takes part in a restore: a data node with a saved view, not in a
-    /// group, and not waiting to be brought back as a member of two.
+    /// Whether this node takes part in a restore: a data node with a saved view that has
+    /// not been a member in this process (a member of two waiting to be brought back takes
+    /// part too: the component it would come back into may be gone).
     fn probing(&self) -> bool {
         let saved = self
             .recovery
