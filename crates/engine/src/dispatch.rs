@@ -142,6 +142,7 @@ impl NodeEngine {
                 votes,
             } => self.on_vote_decided(seqno, winner, mine, &votes),
             Delivery::Closed => self.close_after_inconsistency(),
+            Delivery::HistoryDiverged { message } => self.declare_inconsistent(&message),
             Delivery::StateGap { resume_after, .. } => self.on_state_gap(resume_after),
             Delivery::WriteSet { .. } | Delivery::TransferFailed { .. } => {
                 unreachable!("handled above")

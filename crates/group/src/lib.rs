@@ -25,6 +25,7 @@
 
 pub mod check;
 pub mod config;
+pub mod forced;
 pub mod log;
 pub mod recovery;
 pub mod restart;
@@ -38,7 +39,7 @@ mod node;
 pub use check::RaftRefusal;
 pub use config::{ConfigError, GroupConfig, QuorumOverride, MAX_WS_SIZE_DEFAULT};
 pub use node::{
-    Delivery, FlowCounters, FlowTriggers, GroupNode, GroupStatus, Outgoing, ReceiveError, View,
-    ViewMember, CHUNK_BYTES,
+    Delivery, FlowCounters, FlowTriggers, ForcedBootstrap, GroupNode, GroupStatus, Outgoing,
+    ReceiveError, View, ViewMember, CHUNK_BYTES,
 };
 pub use state::{Contact, Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};

@@ -3,7 +3,7 @@
 //! [`GroupNode`] holds the member's whole state; its behaviour is split by role into the
 //! files below, each an `impl GroupNode` block. A file that owns a part of the state
 //! declares it as a struct of its own (`Admission`, `Roster`, `Submissions`,
-//! `StateRequesting`, `FlowControl`, `Snapshots`, `CausalReads`, `Recovering`).
+//! `StateRequesting`, `FlowControl`, `Snapshots`, `CausalReads`, `Recovering`, `Forcing`).
 //! Nothing here does I/O or reads a clock: `transport` (or the simulator) feeds it
 //! messages and ticks and carries out what it asks.
 
@@ -22,6 +22,7 @@ mod causal;
 mod controls;
 mod delivery;
 mod flow;
+mod forced;
 mod membership;
 mod primary;
 mod raft_driver;
@@ -35,6 +36,7 @@ mod votes;
 
 pub use delivery::{Delivery, Outgoing, View, ViewMember};
 pub use flow::FlowTriggers;
+pub use forced::ForcedBootstrap;
 pub use receive::ReceiveError;
 pub use status::{FlowCounters, GroupStatus};
 pub use submit::CHUNK_BYTES;
@@ -43,6 +45,7 @@ use admission::Admission;
 use causal::CausalReads;
 use controls::ControlPacing;
 use flow::FlowControl;
+use forced::Forcing;
 use membership::{Leaving, Roster};
 use raft_driver::Snapshots;
 use recovery::Recovering;
@@ -102,6 +105,8 @@ pub struct GroupNode {
     causal: CausalReads,
     /// Restoring the primary component after a full crash (`recovery.rs`).
     recovery: Recovering,
+    /// Forced bootstraps: founded here, or given way to (`forced.rs`).
+    forcing: Forcing,
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use base::{NodeState, Seqno, Uuid};
 use serde::{Deserialize, Serialize};
 
+use crate::forced::ForcedFork;
 use crate::vote::{self, ConsistencyVotes, VoteCode, VoteDecision, VoteEvent, VoteRefusal};
 use crate::wire::{bincode_decode, bincode_encode, WireError};
 
@@ -260,6 +261,8 @@ pub struct GroupState {
     pub donating: BTreeMap<u64, u64>,
     /// Consistency votes: open ballots and recent decisions.
     pub votes: ConsistencyVotes,
+    /// The forced bootstrap this component was founded by, if it was (see `forced`).
+    pub forced: Option<ForcedFork>,
 }
 
 /// A member whose latest write-set is more than this many seqnos old serves no client
@@ -293,6 +296,7 @@ impl GroupState {
             partial: BTreeMap::new(),
             donating: BTreeMap::new(),
             votes: ConsistencyVotes::default(),
+            forced: None,
         }
     }
 
@@ -313,6 +317,7 @@ impl GroupState {
             partial: BTreeMap::new(),
             donating: BTreeMap::new(),
             votes: ConsistencyVotes::default(),
+            forced: None,
         }
     }
 

@@ -9,12 +9,13 @@ use protobuf::Message as _;
 use raft::eraftpb;
 use serde::{Deserialize, Serialize};
 
+use crate::forced::ForcedFork;
 use crate::recovery::RecoveryReport;
 use crate::state::{Control, MemberInfo, Submission};
 
 const MAGIC: [u8; 4] = *b"TRGM";
 /// The wire protocol version this build speaks.
-pub const WIRE_VERSION: u8 = 2;
+pub const WIRE_VERSION: u8 = 3;
 const HEADER_LEN: usize = 4 + 1 + 1 + 8 + 4;
 const TRAILER_LEN: usize = 4;
 /// Largest body accepted from a peer; a bigger length field is treated as garbage.
@@ -58,6 +59,14 @@ pub enum WireMessage {
         /// Where the answering node stands.
         report: RecoveryReport,
     },
+    /// The founder of a forced primary component (`pc.bootstrap` at runtime) tells a
+    /// member of another component of the same history to give way (see `forced`).
+    Superseded {
+        /// The history (cluster state UUID) forked.
+        cluster: base::Uuid,
+        /// Where it was forked, and by whom.
+        fork: ForcedFork,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -72,6 +81,7 @@ enum Body {
     ProvedJoin(MemberInfo, u64),
     Probe(String, u64),
     Report(u64, RecoveryReport),
+    Superseded(base::Uuid, ForcedFork),
 }
 
 const KIND_RAFT: u8 = 1;
@@ -153,6 +163,10 @@ pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
         WireMessage::Report { challenge, report } => (
             KIND_OTHER,
             bincode_encode(&Body::Report(*challenge, report.clone())),
+        ),
+        WireMessage::Superseded { cluster, fork } => (
+            KIND_OTHER,
+            bincode_encode(&Body::Superseded(*cluster, *fork)),
         ),
     };
     let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TRAILER_LEN);
@@ -246,6 +260,7 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
                 challenge,
             },
             Body::Report(challenge, report) => WireMessage::Report { challenge, report },
+            Body::Superseded(cluster, fork) => WireMessage::Superseded { cluster, fork },
         },
         other => return Err(WireError::UnknownKind(other)),
     };
@@ -324,6 +339,13 @@ mod tests {
                 },
                 77,
             ),
+            WireMessage::Superseded {
+                cluster: Uuid([3; 16]),
+                fork: ForcedFork {
+                    fork_after: base::Seqno(41),
+                    founder: 7,
+                },
+            },
             WireMessage::Raft(append_sample()),
             WireMessage::Raft(snapshot_sample()),
         ]

@@ -405,12 +405,6 @@ impl ProviderOptions {
             Setting::SocketSslReload if !self.socket_ssl => {
                 (Effect::NoEffect(NOTHING_TO_RELOAD), false)
             }
-            // The only taker of this request is the next connect, which would then form a
-            // new primary component long after the operator asked: a split brain in waiting.
-            Setting::PcBootstrap => {
-                let effect = key.runtime_effect();
-                (effect, effect == Effect::Applies)
-            }
             _ => (key.runtime_effect(), true),
         };
         if keep {

@@ -159,6 +159,9 @@ fn runtime_changes_without_effect_warn() {
             assert_eq!(warnings.len(), 1, "{text}: {warnings:?}");
             warned.extend(no_effect_names(&warnings));
         }
+        // The provider takes a bootstrap request at once; a request at start is the
+        // connect's (`pc.bootstrap` in my.cnf).
+        options.take_pc_bootstrap();
         let mut expected = ProviderOptions::parse(text).unwrap().0;
         expected.pc_bootstrap = false;
         assert_eq!(options, expected, "{text}");
@@ -171,7 +174,6 @@ fn runtime_changes_without_effect_warn() {
         "gcache.keep_seconds",
         "gcache.max_disk_bytes",
         "gcache.page_size",
-        "pc.bootstrap",
         "pc.weight",
         "socket.ssl_reload",
     ]
@@ -182,18 +184,18 @@ fn runtime_changes_without_effect_warn() {
 }
 
 #[test]
-fn a_runtime_bootstrap_request_is_checked_warned_and_dropped() {
+fn a_runtime_bootstrap_request_is_recorded_for_the_provider_and_taken_once() {
     let mut options = ProviderOptions::default();
     let warnings = options.set_runtime("pc.bootstrap=YES").unwrap();
-    match &warnings[..] {
-        [Warning::NoEffect { option, reason, .. }] => {
-            assert_eq!(option, "pc.bootstrap");
-            assert!(reason.contains("only when it connects"), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(!options.take_pc_bootstrap(), "kept for a later reconnect");
+    assert_eq!(warnings, Vec::new(), "the running node acts on it");
+    assert!(options.take_pc_bootstrap());
+    assert!(
+        !options.take_pc_bootstrap(),
+        "taken once: never kept for a reconnect"
+    );
     assert_eq!(options, ProviderOptions::default());
+    options.set_runtime("pc.bootstrap=no").unwrap();
+    assert!(!options.take_pc_bootstrap());
     assert!(matches!(
         options.set_runtime("pc.bootstrap=please"),
         Err(OptionsError::InvalidValue { .. })

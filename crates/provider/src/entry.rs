@@ -256,6 +256,7 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 let max_write_set_bytes = options.repl_max_ws_size;
                 let isolation = options.gmcast_isolate;
                 let reload_tls = options.take_ssl_reload();
+                let force_bootstrap = options.take_pc_bootstrap();
                 drop(options);
                 if let Some(replicator) = instance.replicator() {
                     replicator.set_max_write_set_bytes(max_write_set_bytes);
@@ -267,6 +268,10 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                     if let Err(error) = replicator.set_freeze_purge(freeze) {
                         instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
                         return WSREP_NODE_FAIL;
+                    }
+                    // After the links (`gmcast.isolate=0; pc.bootstrap=1` founds, then tells).
+                    if force_bootstrap {
+                        replicator.force_bootstrap();
                     }
                     // `now` reads back as the seqno it froze at, as the cache resolved it.
                     let effective = match replicator.freeze_purge() {

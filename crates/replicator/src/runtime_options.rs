@@ -67,6 +67,21 @@ impl Replicator {
         Ok(())
     }
 
+    /// `pc.bootstrap=YES` at runtime: a member outside the primary component founds one of
+    /// its own (the group logs what it did, or why it did nothing).
+    pub fn force_bootstrap(&self) {
+        let asked = match lock(&self.shared.inner).runner.as_ref() {
+            Some(runner) => runner.force_bootstrap().is_ok(),
+            None => false,
+        };
+        if !asked {
+            self.shared.app.log(
+                LogLevel::Warning,
+                "pc.bootstrap request not acted on: this node is not connected to a group",
+            );
+        }
+    }
+
     /// Cuts this node off from the group, or restores its links (`gmcast.isolate`, which
     /// MariaDB's tests and DBAs use to partition a node without touching the network).
     pub fn isolate(&self, isolated: bool) {

@@ -42,6 +42,8 @@ pub(crate) enum Event {
     Reconfigure(Box<group::GroupConfig>),
     /// Cut this node off from every peer, or end that (`gmcast.isolate`).
     Isolate(bool),
+    /// Found a primary component of this member alone (`pc.bootstrap` at runtime).
+    ForceBootstrap,
     /// Withdraw a submission not yet sent; the answer says whether it was.
     Cancel {
         ticket: u64,
@@ -259,6 +261,10 @@ impl EventLoop {
             Event::CausalRead(id) => self.node.causal_read(id),
             Event::Reconfigure(config) => self.node.reconfigure(&config),
             Event::Isolate(isolated) => self.isolate(isolated),
+            Event::ForceBootstrap => {
+                // The group logs what it did, and why not when it did nothing.
+                let _ = self.node.force_bootstrap();
+            }
             Event::Cancel { ticket, reply } => {
                 let submit_id = self
                     .tickets

@@ -345,6 +345,11 @@ impl RunnerHandle {
         self.send(Event::Isolate(isolated))
     }
 
+    /// `pc.bootstrap=YES` at runtime; see `GroupNode::force_bootstrap`.
+    pub fn force_bootstrap(&self) -> Result<(), Stopped> {
+        self.send(Event::ForceBootstrap)
+    }
+
     /// Asks where a causal read must wait; answered by a `Delivery::Causal` with `id`.
     pub fn causal_read(&self, id: u64) -> Result<(), Stopped> {
         self.send(Event::CausalRead(id))

@@ -311,15 +311,21 @@ impl GroupNode {
         }
         self.abandon_pending();
         let contact = self.me.contact();
-        let mut seeds: Vec<String> = self
-            .state
-            .members
-            .values()
-            .map(|m| m.info.address.clone())
-            .collect();
-        seeds.extend(self.admission.seeds.iter().cloned());
-        seeds.sort();
-        seeds.dedup();
+        let seeds = match self.forcing.rejoin_through.take() {
+            Some(founder) => vec![founder],
+            None => {
+                let mut seeds: Vec<String> = self
+                    .state
+                    .members
+                    .values()
+                    .map(|m| m.info.address.clone())
+                    .collect();
+                seeds.extend(self.admission.seeds.iter().cloned());
+                seeds.sort();
+                seeds.dedup();
+                seeds
+            }
+        };
         let rng = self.rng.clone();
         let mut fresh = GroupNode::join(self.config.clone(), &contact, seeds, rng, self.now);
         // A new Raft id, but the same member UUID: the server knows this node by it for as

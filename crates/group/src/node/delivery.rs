@@ -136,6 +136,13 @@ pub enum Delivery {
         /// Every vote counted: member name and verdict.
         votes: Vec<(String, VoteCode)>,
     },
+    /// A forced bootstrap elsewhere superseded this node's component, and this node holds
+    /// seqnos past the fork that the forced component does not have (see `forced`): its
+    /// data is no longer the cluster's. `message` says so, for the log.
+    HistoryDiverged {
+        /// What happened and what the DBA does next.
+        message: String,
+    },
     /// This node's donor could not send its snapshot: it will never arrive.
     TransferFailed {
         /// The donor's name.

@@ -7,6 +7,7 @@ use super::delivery::{Delivery, View, ViewMember};
 use super::membership::DEPARTED_REMEMBERED;
 use super::GroupNode;
 use crate::config::QuorumOverride;
+use crate::forced::ForcedFork;
 use crate::state::GroupState;
 
 impl GroupNode {
@@ -201,12 +202,19 @@ impl GroupNode {
             self.last_delivered,
             allowed_by.option()
         );
+        self.found_alone(None);
+    }
+
+    /// The primary component of this member alone that [`GroupNode::continue_alone`] and a
+    /// forced bootstrap found: `forced` is the fork of the latter.
+    pub(super) fn found_alone(&mut self, forced: Option<ForcedFork>) {
         let mut state = GroupState::genesis(
             self.state.cluster,
             self.last_delivered.next(),
             self.me.clone(),
         );
         state.view_id = self.state.view_id + 1;
+        state.forced = forced;
         // What this member submitted and saw ordered must not be ordered again.
         if let Some(window) = self.state.dedup.get(&self.me.uuid) {
             state.dedup.insert(self.me.uuid, window.clone());

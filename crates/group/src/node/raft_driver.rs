@@ -317,6 +317,7 @@ impl GroupNode {
         self.track_leadership();
         self.update_primary();
         self.maybe_continue_alone();
+        self.notify_superseded();
         self.request_join();
         self.drive_recovery();
         self.progress_leave();

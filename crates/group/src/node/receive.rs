@@ -102,6 +102,9 @@ pub enum ReceiveError {
     /// An answer to a recovery probe that is not taken.
     #[error("recovery report refused: {0}")]
     BadReport(&'static str),
+    /// A notice of a forced bootstrap that is not taken.
+    #[error("forced bootstrap notice refused: {0}")]
+    BadNotice(&'static str),
     /// An answer with a challenge this process never sent: to the probe of an earlier
     /// process at this address (routine around a restart), or forged. Dropped.
     #[error("recovery report without this process's challenge")]
@@ -168,9 +171,14 @@ impl GroupNode {
                 challenge,
             } => self.receive_probe(reply_to, challenge),
             WireMessage::Report { challenge, report } => self.receive_report(challenge, report),
+            WireMessage::Superseded { cluster, fork } => {
+                self.receive_superseded(from, cluster, fork)
+            }
             WireMessage::Removed(raft_id) => {
                 let sender_is_member = self.state.members.contains_key(&from);
-                if raft_id == self.me.raft_id && self.member && sender_is_member && !self.primary {
+                let rejoin = self.member && sender_is_member && !self.primary;
+                // A member whose data diverged from a forced component must not rejoin by IST.
+                if raft_id == self.me.raft_id && rejoin && !self.has_diverged() {
                     // A member of the primary component says we were evicted while we could
                     // not hear it: start over as a new member.
                     // Routine after a partition, a note as in Galera (whose merge is one).
@@ -231,6 +239,15 @@ impl GroupNode {
                 .find(|info| info.raft_id == from)
             {
                 let address = info.address.clone();
+                // The founder of a forced component says so first: a member it left behind
+                // must learn whether its history diverged before it rejoins.
+                if let Some(fork) = self.state.forced {
+                    if fork.founder == self.me.raft_id {
+                        let cluster = self.state.cluster;
+                        let notice = WireMessage::Superseded { cluster, fork };
+                        self.send(Some(from), address.clone(), &notice);
+                    }
+                }
                 self.send(Some(from), address, &WireMessage::Removed(from));
             }
             return Err(ReceiveError::NotInView { from });

@@ -14,6 +14,7 @@ use super::causal::CausalReads;
 use super::controls::ControlPacing;
 use super::delivery::View;
 use super::flow::FlowControl;
+use super::forced::Forcing;
 use super::membership::Roster;
 use super::raft_driver::Snapshots;
 use super::recovery::Recovering;
@@ -282,6 +283,7 @@ impl GroupNode {
             },
             causal: CausalReads::default(),
             recovery: Recovering::default(),
+            forcing: Forcing::default(),
         };
         node.pin_election_timeout();
         node

@@ -185,8 +185,10 @@ impl GroupNode {
     pub(super) fn send_submissions(&mut self) {
         let leader = self.raw.raft.leader_id;
         // An isolated node's frames go nowhere: what it does not send stays unsent, which
-        // is what lets it give the submission up for certain if it loses the component.
-        if !self.member || leader == 0 || self.submissions.pending.is_empty() || self.isolated {
+        // is what lets it give the submission up for certain if it loses the component. A
+        // leader of itself alone (`pc.ignore_sb`, `pc.bootstrap`) sends nothing to order.
+        let cut_from_leader = self.isolated && leader != self.me.raft_id;
+        if !self.member || leader == 0 || self.submissions.pending.is_empty() || cut_from_leader {
             return;
         }
         let paused = self.state.is_paused();

@@ -269,7 +269,6 @@ impl Setting {
             | Setting::GcacheKeepSeconds
             | Setting::GcacheMaxDiskBytes
             | Setting::GcachePageSize => Effect::NoEffect(CACHE_SET_AT_OPEN),
-            Setting::PcBootstrap => Effect::NoEffect(BOOTSTRAP_ONLY_AT_CONNECT),
             // With TLS on; with TLS off, see `apply_runtime`.
             Setting::SocketSslReload => Effect::Applies,
             _ => self.startup_effect(),
@@ -303,10 +302,6 @@ pub(super) const RELOAD_AT_START: &str =
 pub(super) const NOTHING_TO_RELOAD: &str = "socket.ssl is off: there are no TLS files to reload";
 pub(super) const CACHE_SET_AT_OPEN: &str = "the running write-set cache keeps the value it opened \
      with; set the option in my.cnf for the next start";
-pub(super) const BOOTSTRAP_ONLY_AT_CONNECT: &str = "a running node acts on no bootstrap request: \
-     Trireme forms a new primary component only when it connects (an empty gcomm:// \
-     address, --wsrep-new-cluster, or pc.bootstrap in my.cnf), so the request is dropped \
-     rather than kept for a later reconnect";
 
 /// The names of the options Trireme implements, in byte order.
 pub fn implemented_options() -> impl Iterator<Item = &'static str> {
