@@ -45,8 +45,8 @@ const WAIT_POLL: Duration = Duration::from_millis(500);
 /// How long a starting server's pid may be unreadable (its pid file being rewritten) before
 /// the server counts as exited.
 const PID_REWRITE_WAIT: Duration = Duration::from_secs(2);
-/// The status variables the status table and the startup wait read.
-const STATUS_VARS: [&str; 12] = [
+/// The status variables the status table, the startup wait and the tests read.
+const STATUS_VARS: [&str; 13] = [
     "wsrep_local_state_comment",
     "wsrep_ready",
     "wsrep_last_committed",
@@ -59,6 +59,7 @@ const STATUS_VARS: [&str; 12] = [
     "wsrep_streaming_transactions",
     "wsrep_streaming_fragments",
     "wsrep_raft_leader",
+    "wsrep_cluster_weight",
 ];
 
 /// Upper bounds on every wait.

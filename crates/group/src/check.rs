@@ -99,7 +99,7 @@ pub enum RaftRefusal {
         committed: u64,
     },
     /// An entry whose content Trireme would not apply: data that does not decode, a version
-    /// 1 conf change, or a conf change Trireme never proposes (learners, joint changes).
+    /// 1 conf change, or a conf change Trireme never proposes (joint changes).
     #[error("entry {index}: {reason}")]
     BadEntry {
         /// The entry's index.
@@ -301,13 +301,14 @@ fn check_entry(entry: &Entry) -> Result<(), RaftRefusal> {
     })
 }
 
-/// A membership change as Trireme proposes it: one node added (with its identity) or
-/// removed, never a learner, never a joint change.
+/// A membership change as Trireme proposes it: one node added, or made a voter or a
+/// learner (with its identity, see `crate::weights`), or removed; never a joint change.
 #[derive(Debug)]
 pub(crate) enum MemberChange {
-    /// A new voter and who it is.
+    /// A node made a voter or a learner, and who it is: a new member, or a member whose
+    /// role the weights change.
     Add(MemberInfo),
-    /// The Raft id of a voter to remove.
+    /// The Raft id of a member to remove.
     Remove(u64),
 }
 
@@ -335,8 +336,9 @@ pub(crate) fn decode_conf_change(entry: &Entry) -> Result<(ConfChangeV2, MemberC
     if single.node_id == 0 {
         return Err("a conf change of node 0".into());
     }
-    let member_change = match single.get_change_type() {
-        ConfChangeType::AddNode => {
+    let change_type = single.get_change_type();
+    let member_change = match change_type {
+        ConfChangeType::AddNode | ConfChangeType::AddLearnerNode => {
             let info: MemberInfo = wire::bincode_decode(&entry.context)
                 .map_err(|e| format!("an added node without its identity: {e}"))?;
             if info.raft_id != single.node_id {
@@ -348,15 +350,14 @@ pub(crate) fn decode_conf_change(entry: &Entry) -> Result<(ConfChangeV2, MemberC
             MemberChange::Add(info)
         }
         ConfChangeType::RemoveNode => MemberChange::Remove(single.node_id),
-        ConfChangeType::AddLearnerNode => return Err("learners are not used".into()),
     };
     Ok((change, member_change))
 }
 
 /// A snapshot raft-rs can restore and Trireme can install: a position in
 /// `[1, SNAPSHOT_INDEX_MAX]` of a term no newer than the message's, a plain configuration of
-/// distinct voters (raft-rs panics on a configuration it cannot restore exactly), and a
-/// consistent group state listing exactly those voters.
+/// distinct voters and learners (raft-rs panics on a configuration it cannot restore
+/// exactly), and a consistent group state listing exactly those nodes.
 pub(crate) fn check_snapshot(snapshot: &Snapshot, message_term: u64) -> Result<(), RaftRefusal> {
     let bad = |reason: String| Err(RaftRefusal::BadSnapshot(reason));
     let metadata = snapshot.get_metadata();
@@ -369,13 +370,16 @@ pub(crate) fn check_snapshot(snapshot: &Snapshot, message_term: u64) -> Result<(
     }
     let conf = metadata.get_conf_state();
     let voters: BTreeSet<u64> = conf.voters.iter().copied().collect();
-    let plain = conf.learners.is_empty()
-        && conf.voters_outgoing.is_empty()
-        && conf.learners_next.is_empty()
-        && !conf.auto_leave;
-    if !plain || voters.is_empty() || voters.len() != conf.voters.len() || voters.contains(&0) {
+    let learners: BTreeSet<u64> = conf.learners.iter().copied().collect();
+    let plain =
+        conf.voters_outgoing.is_empty() && conf.learners_next.is_empty() && !conf.auto_leave;
+    let distinct = voters.len() == conf.voters.len()
+        && learners.len() == conf.learners.len()
+        && voters.is_disjoint(&learners);
+    if !plain || voters.is_empty() || !distinct || voters.contains(&0) || learners.contains(&0) {
         return bad(format!("configuration {conf:?}"));
     }
+    let nodes: BTreeSet<u64> = voters.union(&learners).copied().collect();
     let state = match GroupState::decode(snapshot.get_data()) {
         Ok(state) => state,
         Err(error) => return bad(format!("group state: {error}")),
@@ -383,9 +387,9 @@ pub(crate) fn check_snapshot(snapshot: &Snapshot, message_term: u64) -> Result<(
     if let Err(reason) = state.check() {
         return bad(format!("group state: {reason}"));
     }
-    if !state.members.keys().copied().eq(voters.iter().copied()) {
+    if !state.members.keys().copied().eq(nodes.iter().copied()) {
         return bad(format!(
-            "members {:?} are not the voters {voters:?}",
+            "members {:?} are not the voters {voters:?} and learners {learners:?}",
             state.members.keys().collect::<Vec<_>>()
         ));
     }
@@ -466,7 +470,7 @@ mod tests {
             address: "n:4567".into(),
             incoming: String::new(),
         };
-        if change_type == ConfChangeType::AddNode {
+        if change_type != ConfChangeType::RemoveNode {
             entry.context = wire::bincode_encode(&info).into();
         }
         entry
@@ -476,8 +480,8 @@ mod tests {
     fn only_the_changes_trireme_proposes_decode() {
         assert!(decode_conf_change(&conf_entry(ConfChangeType::AddNode, 5)).is_ok());
         assert!(decode_conf_change(&conf_entry(ConfChangeType::RemoveNode, 5)).is_ok());
-        let learner = decode_conf_change(&conf_entry(ConfChangeType::AddLearnerNode, 5));
-        assert!(learner.is_err_and(|e| e.contains("learners")));
+        // A learner: a member the weights do not count (`crate::weights`).
+        assert!(decode_conf_change(&conf_entry(ConfChangeType::AddLearnerNode, 5)).is_ok());
         let mut joint = conf_entry(ConfChangeType::RemoveNode, 5);
         joint.data = ConfChangeV2::default().write_to_bytes().unwrap().into();
         assert!(decode_conf_change(&joint).is_err_and(|e| e.contains("joint")));

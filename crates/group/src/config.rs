@@ -58,6 +58,8 @@ pub struct GroupConfig {
     /// `pc.recovery`: a data node restarted with a saved view takes part in restoring the
     /// primary component after a full crash (see `recovery`).
     pub recover_primary: bool,
+    /// `pc.weight`: this member's weight in the quorum (see `crate::weights`).
+    pub weight: u8,
 }
 
 /// Galera's default and ceiling of `repl.max_ws_size`: 2 GiB - 1.
@@ -84,6 +86,7 @@ impl Default for GroupConfig {
             ignore_split_brain: false,
             ignore_quorum: false,
             recover_primary: true,
+            weight: crate::weights::DEFAULT_WEIGHT,
         }
     }
 }

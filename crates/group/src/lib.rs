@@ -31,6 +31,7 @@ pub mod recovery;
 pub mod restart;
 pub mod state;
 pub mod vote;
+pub mod weights;
 pub mod wire;
 
 mod admission;

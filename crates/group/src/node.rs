@@ -33,6 +33,7 @@ mod state_requests;
 mod status;
 mod submit;
 mod votes;
+mod weights;
 
 pub use delivery::{Delivery, Outgoing, View, ViewMember};
 pub use flow::FlowTriggers;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::forced::ForcedFork;
 use crate::vote::{self, ConsistencyVotes, VoteCode, VoteDecision, VoteEvent, VoteRefusal};
+use crate::weights::DEFAULT_WEIGHT;
 use crate::wire::{bincode_decode, bincode_encode, WireError};
 
 mod donors;
@@ -162,6 +163,8 @@ pub enum Control {
     /// The member (a donor) could not send the snapshot it was chosen for to this joiner
     /// (Raft id): the joiner will never receive it.
     TransferFailed(u64, u64),
+    /// The member's `pc.weight` (see `crate::weights`).
+    Weight(u64, u8),
 }
 
 /// The payload of a normal Raft entry.
@@ -192,6 +195,8 @@ pub struct MemberRecord {
     pub info: MemberInfo,
     /// Last node state the member announced.
     pub state: NodeState,
+    /// Its `pc.weight`, as last ordered (see `crate::weights`).
+    pub weight: u8,
 }
 
 /// Remembers which submissions of one origin were ordered, so each is delivered once.
@@ -279,6 +284,7 @@ impl GroupState {
             MemberRecord {
                 info: founder,
                 state: NodeState::Synced,
+                weight: DEFAULT_WEIGHT,
             },
         );
         GroupState {
@@ -549,6 +555,11 @@ impl GroupState {
             }
             // Ordered by the node itself: they lead to deliveries.
             Control::StateRequest(_) | Control::Vote(..) | Control::TransferFailed(..) => {}
+            Control::Weight(raft_id, weight) => {
+                if let Some(member) = self.members.get_mut(&raft_id) {
+                    member.weight = weight;
+                }
+            }
             Control::Cached(raft_id, seqno) => {
                 // The same bounds as [`GroupState::check`]: a value a snapshot could not
                 // carry would keep every later joiner out.
@@ -583,8 +594,17 @@ impl GroupState {
             MemberRecord {
                 info,
                 state: NodeState::Primary,
+                weight: DEFAULT_WEIGHT,
             },
         );
+    }
+
+    /// Each member's weight, by Raft id.
+    pub fn weights(&self) -> BTreeMap<u64, u8> {
+        self.members
+            .iter()
+            .map(|(id, member)| (*id, member.weight))
+            .collect()
     }
 
     /// The members by UUID: member UUIDs sort by the time they were made (see

@@ -9,6 +9,7 @@ use base::{Seqno, Uuid};
 use bincode::Options as _;
 use common::{address, Cluster};
 use group::check::TERM_MAX;
+use group::forced::ForcedFork;
 use group::state::{LogEntry, MemberInfo};
 use group::wire::{self, WireMessage};
 use group::{Control, StateRequest, Submission};
@@ -88,6 +89,8 @@ enum GroupSpec {
     Control(Sender, u8, Sender, u64),
     Forward(Sender, Option<Index>, u64, (u32, u32), usize),
     Removed(Sender, Sender),
+    /// A forced bootstrap's notice: sender, founder, fork seqno, of this history or not.
+    Superseded(Sender, Sender, u64, bool),
 }
 
 #[derive(Clone, Debug)]
@@ -197,7 +200,7 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
         (sender(), proptest::collection::vec(sender(), 0..4))
             .prop_map(|(f, m)| GroupSpec::Welcome(f, m)),
         sender().prop_map(GroupSpec::Leave),
-        (sender(), 0..6u8, sender(), number())
+        (sender(), 0..7u8, sender(), number())
             .prop_map(|(f, k, id, n)| GroupSpec::Control(f, k, id, n)),
         (
             sender(),
@@ -208,6 +211,8 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
         )
             .prop_map(|(f, o, id, c, len)| GroupSpec::Forward(f, o, id, c, len)),
         (sender(), sender()).prop_map(|(f, id)| GroupSpec::Removed(f, id)),
+        (sender(), sender(), number(), any::<bool>())
+            .prop_map(|(f, founder, n, same)| GroupSpec::Superseded(f, founder, n, same)),
     ]
 }
 
@@ -239,6 +244,7 @@ struct Context<'a> {
     members: Vec<u64>,
     uuids: Vec<Uuid>,
     receiver: u64,
+    cluster: Uuid,
     state: Vec<u8>,
     traffic: &'a [Vec<u8>],
 }
@@ -406,6 +412,18 @@ impl Context<'_> {
                 (from, WireMessage::Forward(vec![submission]))
             }
             GroupSpec::Removed(from, id) => (from, WireMessage::Removed(self.id(id))),
+            GroupSpec::Superseded(from, founder, n, same_history) => {
+                let cluster = if *same_history {
+                    self.cluster
+                } else {
+                    Uuid([0x55; 16])
+                };
+                let fork = ForcedFork {
+                    fork_after: Seqno(*n as i64),
+                    founder: self.id(founder),
+                };
+                (from, WireMessage::Superseded { cluster, fork })
+            }
         };
         wire::encode(self.id(from), &message)
     }
@@ -418,6 +436,7 @@ impl Context<'_> {
             2 => Control::State(id, base::NodeState::Donor),
             3 => Control::Committed(id, seqno),
             4 => Control::Cached(id, seqno),
+            5 => Control::Weight(id, n as u8),
             _ => Control::StateRequest(StateRequest {
                 joiner: id,
                 request_id: n,
@@ -461,6 +480,7 @@ fn context<'a>(cluster: &mut Cluster, receiver: usize, traffic: &'a [Vec<u8>]) -
         members: members.keys().copied().collect(),
         uuids: members.values().map(|m| m.info.uuid).collect(),
         receiver: me,
+        cluster: node.group_state().cluster,
         state: node.group_state().encode(),
         traffic,
     }

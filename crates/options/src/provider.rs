@@ -366,6 +366,7 @@ impl ProviderOptions {
         config.ignore_split_brain = self.pc_ignore_sb;
         config.ignore_quorum = self.pc_ignore_quorum;
         config.recover_primary = self.pc_recovery;
+        config.weight = self.pc_weight;
         config
     }
 

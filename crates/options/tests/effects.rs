@@ -85,8 +85,11 @@ fn the_options_without_effect_at_start_are_exactly_these() {
 
 #[test]
 fn a_no_effect_warning_names_the_option_the_value_and_the_reason() {
-    let (options, warnings) = ProviderOptions::parse("pc.weight = 2").unwrap();
-    assert_eq!(options.pc_weight, 2, "the value is still stored and listed");
+    let (options, warnings) = ProviderOptions::parse("gmcast.segment = 2").unwrap();
+    assert_eq!(
+        options.gmcast_segment, 2,
+        "the value is still stored and listed"
+    );
     let [Warning::NoEffect {
         option,
         value,
@@ -95,15 +98,15 @@ fn a_no_effect_warning_names_the_option_the_value_and_the_reason() {
     else {
         panic!("{warnings:?}");
     };
-    assert_eq!((option.as_str(), value.as_str()), ("pc.weight", "2"));
+    assert_eq!((option.as_str(), value.as_str()), ("gmcast.segment", "2"));
     assert_eq!(
         *reason,
-        "Trireme's quorum is a Raft majority in which every member counts once; there are no \
-         weights"
+        "the Raft leader sends every write-set to each member directly: there are no segment \
+         relays, and donor choice ignores segments"
     );
     assert_eq!(
         warnings[0].to_string(),
-        format!("provider option pc.weight = \"2\" has no effect in Trireme: {reason}")
+        format!("provider option gmcast.segment = \"2\" has no effect in Trireme: {reason}")
     );
 }
 
@@ -111,7 +114,6 @@ fn a_no_effect_warning_names_the_option_the_value_and_the_reason() {
 #[test]
 fn each_listed_option_gets_its_own_reason() {
     let cases = [
-        ("pc.weight=2", "every member counts once"),
         ("gmcast.segment=2", "no segment relays"),
         ("cert.log_conflicts=on", "wsrep_local_cert_failures"),
         ("repl.commit_order=2", "always commits in the global order"),
@@ -174,7 +176,6 @@ fn runtime_changes_without_effect_warn() {
         "gcache.keep_seconds",
         "gcache.max_disk_bytes",
         "gcache.page_size",
-        "pc.weight",
         "socket.ssl_reload",
     ]
     .into_iter()

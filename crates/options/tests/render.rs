@@ -167,7 +167,6 @@ fn every_galera_option_name_parses_from_the_default_listing() {
             "evs.inactive_timeout",
             "evs.keepalive_period",
             "gmcast.segment",
-            "pc.weight",
             "repl.commit_order"
         ]
     );

@@ -55,6 +55,8 @@ fn runtime_options_change() {
             o.gcache_freeze_purge_at_seqno == FreezePurge::At(base::Seqno(42))
         }),
         ("gcs.fc_limit=200", |o| o.gcs_fc_limit == 200),
+        // The group's quorum takes it (`group::weights`).
+        ("pc.weight=3", |o| o.group_config().weight == 3),
         ("gcs.fc_factor=0.8", |o| o.gcs_fc_factor == 0.8),
         ("repl.causal_read_timeout=PT5S", |o| {
             o.repl_causal_read_timeout == Duration::from_secs(5)

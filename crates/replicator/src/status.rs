@@ -131,6 +131,8 @@ pub struct Status {
     pub member: Uuid,
     /// The members of the current view.
     pub members: Vec<MemberOut>,
+    /// `wsrep_cluster_weight`: the sum of the members' `pc.weight` in a primary component.
+    pub cluster_weight: u32,
     /// The configuration number of the view (-1 outside a primary component).
     pub view_id: i64,
     /// True in a primary component.
@@ -203,6 +205,10 @@ impl Replicator {
             ready: engine.state() == NodeState::Synced,
             member: engine.own(),
             members: engine.members().to_vec(),
+            cluster_weight: group
+                .as_ref()
+                .filter(|_| engine.primary())
+                .map_or(0, |g| g.cluster_weight),
             view_id: engine.view_id(),
             primary: engine.primary(),
             leader: group.as_ref().is_some_and(|g| g.leader),

@@ -193,9 +193,10 @@ impl Simulation {
             }
             Fault::Crash { slots, down_us } => {
                 // Crash only a healthy cluster: losing another member while the first are
-                // still being replaced would lose the quorum for good, as with Galera.
-                if self.healthy() {
-                    let whole = slots.len() == self.nodes.len();
+                // still being replaced would lose the quorum for good, as with Galera; so
+                // would losing the members the weights count (a power loss is restored).
+                let whole = slots.len() == self.nodes.len();
+                if self.healthy() && (whole || self.quorum_survives(&slots)) {
                     if whole {
                         base::mark!("sim.whole_cluster_crashed");
                     } else if slots.len() > 1 {
@@ -231,15 +232,18 @@ impl Simulation {
                             p.engine.state() == base::NodeState::Synced && p.group.is_primary()
                         })
                 });
-                if others_up && another_synced && self.nodes[slot].alive() {
+                let survives = self.quorum_survives(&[slot]);
+                if others_up && another_synced && survives && self.nodes[slot].alive() {
                     base::mark!("sim.donor_crashed_mid_stream");
                     self.crash(slot);
                     self.schedule(down_us, Event::Restart { slot });
                 }
             }
             Fault::Reconnect { slot } => {
-                // As a DBA would: on a healthy cluster, so that a donor holds its gap.
-                if self.healthy() {
+                // As a DBA would: on a healthy cluster, so that a donor holds its gap. The
+                // simulated leave stops the group at once (its removal comes by eviction), so
+                // only where the others keep the quorum without it.
+                if self.healthy() && self.quorum_survives(&[slot]) {
                     self.disconnect_at_runtime(slot);
                 }
             }
@@ -360,6 +364,50 @@ impl Simulation {
     }
 
     /// Every node alive, SYNCED and in a primary component of all of them.
+    /// Whether the members left when `crashed` die still make a primary component, by the
+    /// run's weights (`group::weights`) and by the Raft voters in force now (while the
+    /// leader moves the configuration to what the weights choose, the voters on the way are
+    /// fewer). A crash that loses the quorum leaves the others waiting for the DBA, as in
+    /// Galera, which is not what these runs are about.
+    fn quorum_survives(&self, crashed: &[usize]) -> bool {
+        use std::collections::{BTreeMap, BTreeSet};
+        let weights: BTreeMap<u64, u8> = self
+            .weights
+            .iter()
+            .enumerate()
+            .map(|(slot, weight)| (slot as u64, *weight))
+            .collect();
+        let left: BTreeSet<u64> = (0..self.nodes.len())
+            .filter(|slot| !crashed.contains(slot))
+            .map(|slot| slot as u64)
+            .collect();
+        if !group::weights::majority_of(&group::weights::voters(&weights), &left) {
+            return false;
+        }
+        // The voters in force, as slots, from each running member's configuration.
+        let slot_of: BTreeMap<u64, u64> = self
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                n.process
+                    .as_ref()
+                    .map(|p| (p.group.me().raft_id, n.slot as u64))
+            })
+            .collect();
+        self.nodes
+            .iter()
+            .filter_map(|n| n.process.as_ref())
+            .all(|p| {
+                let voters: BTreeSet<u64> = p
+                    .group
+                    .voters()
+                    .iter()
+                    .map(|id| slot_of.get(id).copied().unwrap_or(u64::MAX))
+                    .collect();
+                group::weights::majority_of(&voters, &left)
+            })
+    }
+
     pub(crate) fn healthy(&self) -> bool {
         self.nodes.iter().all(|n| {
             n.process.as_ref().is_some_and(|p| {

@@ -184,6 +184,8 @@ struct Simulation {
     nodes: Vec<SimNode>,
     network: Network,
     config: GroupConfig,
+    /// Each slot's `pc.weight` (see `group::weights`).
+    weights: Vec<u8>,
     checker: Checker,
     report: SimReport,
     transactions_started: u64,
@@ -246,6 +248,9 @@ impl Simulation {
         let nodes = (0..node_count)
             .map(|slot| SimNode::new(slot, cache_records, disk_budget))
             .collect();
+        // Drawn from a stream of their own, so that the rest of a seed's run is what it was
+        // before weights were simulated.
+        let weights = random_weights(&mut seeded_rng(seed ^ WEIGHTS_STREAM), node_count);
         Simulation {
             options,
             rng,
@@ -256,6 +261,7 @@ impl Simulation {
             nodes,
             network: Network::new(node_count, faults),
             config,
+            weights,
             checker: Checker::default(),
             report: SimReport {
                 nodes: node_count,
@@ -265,6 +271,14 @@ impl Simulation {
             fault_phase: true,
             trx_counter: 0,
             causal_counter: 0,
+        }
+    }
+
+    /// The group settings of the member on `slot`: the run's, with the slot's weight.
+    pub(crate) fn config_for(&self, slot: usize) -> GroupConfig {
+        GroupConfig {
+            weight: self.weights[slot],
+            ..self.config.clone()
         }
     }
 
@@ -379,4 +393,27 @@ impl Simulation {
         }
         self.pump(to)
     }
+}
+
+/// Mixed into a seed for the stream that draws the weights.
+const WEIGHTS_STREAM: u64 = 0x5745_4947_4854_5321;
+
+/// `pc.weight` for each of `nodes` slots: on some runs one slot outweighs all the others
+/// (the only Raft voter, the others learners), on some one slot weighs 0 (never counted);
+/// else every slot weighs 1.
+fn random_weights(rng: &mut SeededRng, nodes: usize) -> Vec<u8> {
+    let mut weights = vec![group::weights::DEFAULT_WEIGHT; nodes];
+    let slot = rng.gen_range(0..nodes);
+    match rng.gen_range(0..10) {
+        0 | 1 => {
+            base::mark!("sim.one_member_outweighs_the_others");
+            weights[slot] = u8::try_from(nodes).expect("a few nodes");
+        }
+        2 => {
+            base::mark!("sim.a_member_weighs_nothing");
+            weights[slot] = 0;
+        }
+        _ => {}
+    }
+    weights
 }

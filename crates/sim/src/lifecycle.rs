@@ -24,7 +24,7 @@ impl Simulation {
     pub(crate) fn start_founder(&mut self) {
         let rng = seeded_rng(self.rng.gen());
         let mut group = GroupNode::bootstrap(
-            self.config.clone(),
+            self.config_for(0),
             &Contact::new("node0", &SimNode::address(0)),
             rng,
             self.now(),
@@ -52,6 +52,7 @@ impl Simulation {
     pub(crate) fn start_node(&mut self, slot: usize) {
         let (rng, seeds, contact) = self.group_contact(slot);
         let now = self.now();
+        let config = self.config_for(slot);
         let node = &mut self.nodes[slot];
         node.disk.db.roll_back_uncommitted();
         let dropped = node.disk.cache.recover();
@@ -67,9 +68,9 @@ impl Simulation {
         let mut group = match engine::StateStore::load_membership(&node.disk.state) {
             Some(saved) => {
                 base::mark!("sim.node_comes_back_as_the_member_it_was");
-                GroupNode::come_back(self.config.clone(), &contact, &saved, seeds, rng, now)
+                GroupNode::come_back(config, &contact, &saved, seeds, rng, now)
             }
-            None => GroupNode::join(self.config.clone(), &contact, seeds, rng, now),
+            None => GroupNode::join(config, &contact, seeds, rng, now),
         };
         // The server recovered its position (the simulated `--wsrep-recover`), and the last
         // primary view is on disk: a full crash is restored from them.
@@ -166,6 +167,7 @@ impl Simulation {
     pub(crate) fn connect_at_runtime(&mut self, slot: usize, incarnation: u64) {
         let (rng, seeds, contact) = self.group_contact(slot);
         let now = self.now();
+        let config = self.config_for(slot);
         let node = &mut self.nodes[slot];
         let db = &node.disk.db;
         let position = (db.history != base::Uuid::NIL).then_some(Gtid {
@@ -181,7 +183,7 @@ impl Simulation {
             self.schedule(RECONNECT_AFTER_US, again);
             return;
         }
-        let mut group = GroupNode::join(self.config.clone(), &contact, seeds, rng, now);
+        let mut group = GroupNode::join(config, &contact, seeds, rng, now);
         // It left cleanly, so it saved no view: it joins as usual.
         group.hold_data(RestartState {
             last_view: None,

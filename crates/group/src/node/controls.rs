@@ -17,6 +17,7 @@ const COMMITTED_REPORT_TICKS: u64 = 5;
 pub(super) struct ControlPacing {
     pub(super) state: LastSent<NodeState>,
     pub(super) flow: LastSent<bool>,
+    weight: LastSent<u8>,
     pub(super) committed: Option<u64>,
     cached: Option<u64>,
     pub(super) votes: Option<u64>,
@@ -84,6 +85,11 @@ impl GroupNode {
         {
             wanted.push(Control::State(me, self.local_state));
         }
+        if let Some(weight) = self.wanted_weight() {
+            if record.weight != weight && self.pacing.weight.due(weight, tick, resend) {
+                wanted.push(Control::Weight(me, weight));
+            }
+        }
         let stopped = self.state.paused_by.contains(&me);
         if self.flow.stop_wanted != stopped
             && self.pacing.flow.due(self.flow.stop_wanted, tick, resend)
@@ -146,6 +152,7 @@ impl GroupNode {
         self.config.max_ws_size = config.max_ws_size;
         self.config.ignore_split_brain = config.ignore_split_brain;
         self.config.ignore_quorum = config.ignore_quorum;
+        self.config.weight = config.weight;
         tracing::info!(
             suspect = ?config.suspect_timeout,
             fc_limit = config.fc_limit,

@@ -190,7 +190,13 @@ impl GroupNode {
                     fork.fork_after
                 );
                 self.forcing.rejoin_through = Some(founder_address);
-                self.rejoin_due = true;
+                // Out of a primary component cleanly, so that it is not left waiting for a
+                // voter that went; out of a non-primary one at once (nobody would order it).
+                if self.primary {
+                    self.leave();
+                } else {
+                    self.rejoin_due = true;
+                }
             }
             GiveWay::Diverged if !self.forcing.diverged => {
                 base::mark!("group.diverged_from_a_forced_bootstrap");

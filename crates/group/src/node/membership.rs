@@ -38,7 +38,14 @@ pub(super) struct Roster {
     pub(super) unheard: BTreeSet<u64>,
     /// Members that left recently, remembered to name them and to tell them so.
     pub(super) departed: VecDeque<MemberInfo>,
+    /// Of those, the ones that were Raft learners (`weights.rs`): a leader reminds them
+    /// ([`GroupNode::remind_departed`]), when it last did.
+    pub(super) departed_learners: BTreeSet<u64>,
+    last_reminder_tick: Option<u64>,
 }
+
+/// How often a leader reminds the members it removed, in ticks: once a second.
+const REMIND_DEPARTED_TICKS: u64 = 100;
 
 /// Members that left recently are remembered this long (by count) to tell them so.
 pub(super) const DEPARTED_REMEMBERED: usize = 16;
@@ -48,6 +55,7 @@ impl GroupNode {
     /// would not propose (checked on receipt, so only a bug gets here) or one raft-rs
     /// refuses (removing the last voter) is skipped alike on every member.
     pub(super) fn apply_conf_change(&mut self, entry: &Entry) -> bool {
+        let learners_before = self.raw.store().conf_state().learners.clone();
         let applied = check::decode_conf_change(entry).and_then(|(change, member_change)| {
             let conf_state = self
                 .raw
@@ -65,6 +73,11 @@ impl GroupNode {
         self.raw.mut_store().set_conf_state(conf_state);
         let mut decisions = Vec::new();
         let (added_me, removed_me) = match member_change {
+            // A member that becomes a voter or a learner: the weights moved the quorum, the
+            // membership is the same, so there is no new view.
+            MemberChange::Add(info) if self.state.members.contains_key(&info.raft_id) => {
+                return true;
+            }
             MemberChange::Add(info) => {
                 let added_me = info.raft_id == self.me.raft_id;
                 self.add_member(info);
@@ -72,6 +85,9 @@ impl GroupNode {
             }
             MemberChange::Remove(id) => {
                 let (removed_me, decided) = self.remove_member(id);
+                if learners_before.contains(&id) {
+                    self.roster.departed_learners.insert(id);
+                }
                 decisions = decided;
                 (false, removed_me)
             }
@@ -116,6 +132,10 @@ impl GroupNode {
                 self.roster.departed.pop_front();
             }
         }
+        let departed = &self.roster.departed;
+        self.roster
+            .departed_learners
+            .retain(|id| departed.iter().any(|info| info.raft_id == *id));
         let decided = self.state.remove_member(raft_id);
         self.roster.last_heard.remove(&raft_id);
         self.roster.unheard.remove(&raft_id);
@@ -159,7 +179,7 @@ impl GroupNode {
         };
         if let Some(seen) = leaving.removal_seen_tick {
             if self.tick >= seen + self.config.leave_grace_ticks {
-                self.close();
+                self.finish_leave();
             }
             return;
         }
@@ -172,8 +192,14 @@ impl GroupNode {
             .copied()
             .filter(|id| *id != self.me.raft_id)
             .collect();
-        if !self.member || others.is_empty() {
-            self.close();
+        if !self.member || (others.is_empty() && self.state.members.len() <= 1) {
+            self.finish_leave();
+            return;
+        }
+        if others.is_empty() {
+            // The only voter, with members that follow it (their weights did not count):
+            // its weight, 0 while it leaves, hands the vote over first (`weights.rs`).
+            base::mark!("group.only_voter_hands_its_vote_over_before_leaving");
             return;
         }
         if !is_due(
@@ -198,6 +224,55 @@ impl GroupNode {
             self.raw.transfer_leader(best);
         } else {
             self.send_to_leader(&WireMessage::Leave);
+        }
+    }
+
+    /// The end of a clean leave: the node closes, or, when it left to give way to a
+    /// forced component (`forced.rs`), starts over as a new member of that one.
+    fn finish_leave(&mut self) {
+        if self.forcing.rejoin_through.is_some() {
+            self.leaving = None;
+            self.rejoin_due = true;
+        } else {
+            self.close();
+        }
+    }
+
+    /// Tells member `raft_id`, at `address`, that it is no longer one. The founder of a
+    /// forced component says so first: a member it left behind must learn whether its
+    /// history diverged before it rejoins (`forced.rs`).
+    pub(super) fn tell_removed(&mut self, raft_id: u64, address: String) {
+        if let Some(fork) = self.state.forced {
+            if fork.founder == self.me.raft_id {
+                let cluster = self.state.cluster;
+                let notice = WireMessage::Superseded { cluster, fork };
+                self.send(Some(raft_id), address.clone(), &notice);
+            }
+        }
+        self.send(Some(raft_id), address, &WireMessage::Removed(raft_id));
+    }
+
+    /// Leader: reminds the learners it removed (`weights.rs`), once a second, that they were.
+    /// A voter cut off campaigns, and hears it in answer; a learner sends nothing that would
+    /// draw the answer, and would wait outside the primary component for good.
+    pub(super) fn remind_departed(&mut self) {
+        if !is_due(
+            self.roster.last_reminder_tick,
+            self.tick,
+            REMIND_DEPARTED_TICKS,
+        ) {
+            return;
+        }
+        self.roster.last_reminder_tick = Some(self.tick);
+        let departed: Vec<(u64, String)> = self
+            .roster
+            .departed
+            .iter()
+            .filter(|info| self.roster.departed_learners.contains(&info.raft_id))
+            .map(|info| (info.raft_id, info.address.clone()))
+            .collect();
+        for (raft_id, address) in departed {
+            self.tell_removed(raft_id, address);
         }
     }
 
@@ -250,11 +325,14 @@ impl GroupNode {
         }
         while let Some(op) = self.roster.conf_queue.pop_front() {
             let (change_type, node_id, context) = match &op {
-                ConfOp::Add(info) if !self.state.members.contains_key(&info.raft_id) => (
-                    ConfChangeType::AddNode,
-                    info.raft_id,
-                    wire::bincode_encode(info),
-                ),
+                ConfOp::Add(info) if !self.state.members.contains_key(&info.raft_id) => {
+                    let change_type = if self.joins_as_voter(info.raft_id) {
+                        ConfChangeType::AddNode
+                    } else {
+                        ConfChangeType::AddLearnerNode
+                    };
+                    (change_type, info.raft_id, wire::bincode_encode(info))
+                }
                 ConfOp::Remove(id) if self.state.members.contains_key(id) => {
                     (ConfChangeType::RemoveNode, *id, Vec::new())
                 }
@@ -289,7 +367,7 @@ impl GroupNode {
         };
         self.deliver_view(view);
         if self.leaving.is_some() {
-            self.close();
+            self.finish_leave();
         } else if evicted {
             // Removed without asking: the others stopped hearing us. Start over as a new
             // member once this Ready is handled; our data comes back by state transfer.

@@ -297,6 +297,7 @@ impl GroupNode {
                         .push_back(Delivery::TransferFailed { donor });
                 }
             }
+            LogEntry::Control(Control::Weight(member, weight)) => self.apply_weight(member, weight),
             LogEntry::Control(control) => {
                 let paused_before = self.state.paused_by.clone();
                 self.state.apply_control(&control);
@@ -328,6 +329,8 @@ impl GroupNode {
         if self.is_leader() {
             self.evict_silent_members();
             self.propose_conf_change();
+            self.reconcile_voters();
+            self.remind_departed();
             self.propose_batch();
         }
     }

@@ -200,7 +200,8 @@ impl GroupNode {
             | Control::Committed(id, _)
             | Control::Cached(id, _)
             | Control::Vote(id, ..)
-            | Control::TransferFailed(id, _) => id == from,
+            | Control::TransferFailed(id, _)
+            | Control::Weight(id, _) => id == from,
             Control::StateRequest(ref request) => request.joiner == from,
         };
         if !concerns_sender {
@@ -239,16 +240,7 @@ impl GroupNode {
                 .find(|info| info.raft_id == from)
             {
                 let address = info.address.clone();
-                // The founder of a forced component says so first: a member it left behind
-                // must learn whether its history diverged before it rejoins.
-                if let Some(fork) = self.state.forced {
-                    if fork.founder == self.me.raft_id {
-                        let cluster = self.state.cluster;
-                        let notice = WireMessage::Superseded { cluster, fork };
-                        self.send(Some(from), address.clone(), &notice);
-                    }
-                }
-                self.send(Some(from), address, &WireMessage::Removed(from));
+                self.tell_removed(from, address);
             }
             return Err(ReceiveError::NotInView { from });
         }

@@ -40,6 +40,9 @@ pub struct GroupStatus {
     pub term: u64,
     /// Members in the current view.
     pub members: usize,
+    /// The sum of the members' `pc.weight` in a primary component; 0 outside one (as
+    /// Galera's `wsrep_cluster_weight`).
+    pub cluster_weight: u32,
     /// Last seqno handed to the node.
     pub last_delivered: Seqno,
     /// True while a flow-control stop is in force.
@@ -75,6 +78,11 @@ impl GroupNode {
             } else {
                 0
             },
+            cluster_weight: if self.member && self.primary {
+                self.state.weights().values().map(|w| u32::from(*w)).sum()
+            } else {
+                0
+            },
             last_delivered: self.last_delivered,
             paused: self.state.is_paused(),
             flow,
@@ -83,6 +91,12 @@ impl GroupNode {
             log_entries: self.raw.store().len(),
             saved_membership: self.saved_membership(),
         }
+    }
+
+    /// The Raft voters of this member's configuration: the members whose majority orders
+    /// (see `crate::weights`).
+    pub fn voters(&self) -> Vec<u64> {
+        self.raw.store().conf_state().voters.clone()
     }
 
     /// True while this member leads the Raft group (orders the submissions).

@@ -220,7 +220,6 @@ impl Setting {
             Setting::EvsInactiveTimeout => Effect::NoEffect(NO_INACTIVE_TIMER),
             Setting::EvsKeepalivePeriod => Effect::NoEffect(HEARTBEATS_ARE_KEEPALIVES),
             Setting::GmcastSegment => Effect::NoEffect(NO_SEGMENTS),
-            Setting::PcWeight => Effect::NoEffect(NO_WEIGHTS),
             Setting::ReplCommitOrder => Effect::NoEffect(ALWAYS_IN_ORDER),
             Setting::SocketSslReload => Effect::NoEffect(RELOAD_AT_START),
             Setting::BaseDir
@@ -248,6 +247,7 @@ impl Setting {
             | Setting::PcIgnoreQuorum
             | Setting::PcIgnoreSb
             | Setting::PcRecovery
+            | Setting::PcWeight
             | Setting::ReplCausalReadTimeout
             | Setting::ReplMaxWsSize
             | Setting::SocketSsl
@@ -290,9 +290,6 @@ pub(super) const HEARTBEATS_ARE_KEEPALIVES: &str =
 pub(super) const NO_SEGMENTS: &str =
     "the Raft leader sends every write-set to each member directly: \
      there are no segment relays, and donor choice ignores segments";
-pub(super) const NO_WEIGHTS: &str =
-    "Trireme's quorum is a Raft majority in which every member counts \
-     once; there are no weights";
 pub(super) const ALWAYS_IN_ORDER: &str =
     "Trireme always commits in the global order, as 3 (NO_OOOC) \
      asks; it offers no out-of-order commit";

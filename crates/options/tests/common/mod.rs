@@ -2,12 +2,11 @@
 
 /// The options Trireme accepts at start but that change nothing in Trireme: giving one
 /// yields a `Warning::NoEffect` that says why.
-pub(crate) const NO_EFFECT_AT_START: [&str; 7] = [
+pub(crate) const NO_EFFECT_AT_START: [&str; 6] = [
     "cert.log_conflicts",
     "evs.inactive_timeout",
     "evs.keepalive_period",
     "gmcast.segment",
-    "pc.weight",
     "repl.commit_order",
     "socket.ssl_reload",
 ];

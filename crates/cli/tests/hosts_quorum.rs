@@ -1,10 +1,9 @@
-//! A forced bootstrap on real hosts: node 1 is cut off from the other two, which stay
-//! primary and take a write; the DBA forces node 1 with `pc.bootstrap=YES` anyway and
-//! writes there. When the link comes back, nodes 2 and 3 learn that their history went on
-//! without node 1's, say so and leave; restarted, they come back by SST with node 1's data.
+//! The DBA's quorum controls on real hosts (every node in a network namespace of its own):
+//! `pc.weight`, and a forced bootstrap with `pc.bootstrap=YES`.
 
 #![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use base::Uuid;
@@ -17,6 +16,15 @@ use common::{
 };
 
 const TABLE: &str = "trireme_forced.t";
+
+/// The hosts' namespaces and bridge have fixed names: one cluster of hosts at a time.
+static ONE_NETWORK_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_network() -> MutexGuard<'static, ()> {
+    ONE_NETWORK_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 fn up_hosts(guard: &ClusterGuard) -> Cluster {
     let provider = trireme_provider();
@@ -33,8 +41,93 @@ fn status_is(cluster: &Cluster, node: usize, status: &str) -> bool {
     cluster.node_status(node).var("wsrep_cluster_status") == Some(status)
 }
 
+fn cluster_weight(cluster: &Cluster, node: usize) -> Option<String> {
+    cluster
+        .node_status(node)
+        .var("wsrep_cluster_weight")
+        .map(str::to_owned)
+}
+
+/// MariaDB's `galera_pc_weight` across hosts: node 1 of 3 weighs 3, so when its link is
+/// cut it keeps the primary component alone and takes writes, while nodes 2 and 3 go
+/// non-primary; back at weight 1, the links restored, all three are one component again
+/// with node 1's writes.
+#[test]
+fn a_node_that_outweighs_the_others_keeps_quorum_alone_when_cut_off() {
+    let _network = one_network();
+    let (guard, _) = new_cluster_dir();
+    let cluster = up_hosts(&guard);
+    let network = cluster.network().unwrap();
+    cluster
+        .sql(
+            1,
+            &format!(
+                "CREATE DATABASE trireme_forced; \
+                 CREATE TABLE {TABLE} (id INT PRIMARY KEY, side VARCHAR(16)) ENGINE=InnoDB; \
+                 SET GLOBAL wsrep_provider_options = 'pc.weight=3'"
+            ),
+        )
+        .unwrap();
+    wait_for(
+        "every node weighs the cluster 5",
+        Duration::from_secs(20),
+        || (1..=3).all(|n| cluster_weight(&cluster, n).as_deref() == Some("5")),
+    );
+
+    network.cut(1).unwrap();
+    wait_for("nodes 2 and 3 non-Primary", Duration::from_secs(30), || {
+        [2, 3]
+            .iter()
+            .all(|&n| status_is(&cluster, n, "non-Primary"))
+    });
+    for node in [2, 3] {
+        assert_eq!(cluster_weight(&cluster, node).as_deref(), Some("0"));
+    }
+    wait_for("node 1 primary alone", Duration::from_secs(30), || {
+        status_is(&cluster, 1, "Primary") && cluster.node_status(1).cluster_size() == Some(1)
+    });
+    assert_eq!(cluster_weight(&cluster, 1).as_deref(), Some("3"));
+    cluster
+        .sql(1, &format!("INSERT INTO {TABLE} VALUES (1, 'alone')"))
+        .expect("node 1 alone takes writes");
+    for node in [2, 3] {
+        let refused = cluster
+            .sql(node, &format!("SELECT COUNT(*) FROM {TABLE}"))
+            .expect_err("a non-Primary node refuses queries");
+        assert!(format!("{refused:#}").contains("1047"), "{refused:#}");
+    }
+
+    cluster
+        .sql(1, "SET GLOBAL wsrep_provider_options = 'pc.weight=1'")
+        .unwrap();
+    network.heal(1).unwrap();
+    for node in 1..=3 {
+        cluster.wait_synced(node, Some(3)).unwrap();
+    }
+    wait_for(
+        "every node weighs the cluster 3",
+        Duration::from_secs(20),
+        || (1..=3).all(|n| cluster_weight(&cluster, n).as_deref() == Some("3")),
+    );
+    assert_equal_at_rest(&cluster, &[TABLE]);
+    assert_eq!(
+        value(
+            &cluster,
+            3,
+            &format!("SELECT side FROM {TABLE} WHERE id = 1")
+        ),
+        "alone"
+    );
+    cluster.down().unwrap();
+}
+
+/// A forced bootstrap: node 1 is cut off from the other two, which stay primary and take
+/// a write; the DBA forces node 1 with `pc.bootstrap=YES` anyway and writes there. When the
+/// link comes back, nodes 2 and 3 learn that their history went on without node 1's, say so
+/// and leave; restarted, they come back by SST with node 1's data.
 #[test]
 fn a_forced_bootstrap_wins_and_the_majority_that_wrote_meanwhile_rejoins_by_sst() {
+    let _network = one_network();
     let (guard, _) = new_cluster_dir();
     let cluster = up_hosts(&guard);
     let network = cluster.network().unwrap();
