@@ -37,6 +37,22 @@ fn up_hosts(guard: &ClusterGuard) -> Cluster {
     Cluster::up(&opts).expect("the cluster of hosts comes up")
 }
 
+/// A cluster of 3 hosts whose node 1 created the test table and then ran `then`.
+fn up_with_table(guard: &ClusterGuard, then: &str) -> Cluster {
+    let cluster = up_hosts(guard);
+    cluster
+        .sql(
+            1,
+            &format!(
+                "CREATE DATABASE trireme_forced; \
+                 CREATE TABLE {TABLE} (id INT PRIMARY KEY, side VARCHAR(16)) ENGINE=InnoDB; \
+                 {then}"
+            ),
+        )
+        .unwrap();
+    cluster
+}
+
 fn status_is(cluster: &Cluster, node: usize, status: &str) -> bool {
     cluster.node_status(node).var("wsrep_cluster_status") == Some(status)
 }
@@ -56,18 +72,8 @@ fn cluster_weight(cluster: &Cluster, node: usize) -> Option<String> {
 fn a_node_that_outweighs_the_others_keeps_quorum_alone_when_cut_off() {
     let _network = one_network();
     let (guard, _) = new_cluster_dir();
-    let cluster = up_hosts(&guard);
+    let cluster = up_with_table(&guard, "SET GLOBAL wsrep_provider_options = 'pc.weight=3'");
     let network = cluster.network().unwrap();
-    cluster
-        .sql(
-            1,
-            &format!(
-                "CREATE DATABASE trireme_forced; \
-                 CREATE TABLE {TABLE} (id INT PRIMARY KEY, side VARCHAR(16)) ENGINE=InnoDB; \
-                 SET GLOBAL wsrep_provider_options = 'pc.weight=3'"
-            ),
-        )
-        .unwrap();
     wait_for(
         "every node weighs the cluster 5",
         Duration::from_secs(20),
@@ -129,18 +135,8 @@ fn a_node_that_outweighs_the_others_keeps_quorum_alone_when_cut_off() {
 fn a_forced_bootstrap_wins_and_the_majority_that_wrote_meanwhile_rejoins_by_sst() {
     let _network = one_network();
     let (guard, _) = new_cluster_dir();
-    let cluster = up_hosts(&guard);
+    let cluster = up_with_table(&guard, &format!("INSERT INTO {TABLE} VALUES (1, 'before')"));
     let network = cluster.network().unwrap();
-    cluster
-        .sql(
-            1,
-            &format!(
-                "CREATE DATABASE trireme_forced; \
-                 CREATE TABLE {TABLE} (id INT PRIMARY KEY, side VARCHAR(16)) ENGINE=InnoDB; \
-                 INSERT INTO {TABLE} VALUES (1, 'before')"
-            ),
-        )
-        .unwrap();
     wait_for("node 3 has the first row", Duration::from_secs(30), || {
         cluster
             .sql(3, &format!("SELECT COUNT(*) FROM {TABLE}"))
