@@ -76,6 +76,16 @@ impl GroupNode {
         if !self.roster.conf_queue.is_empty() || raft.pending_conf_index > raft.raft_log.applied {
             return;
         }
+        // The common case, on every poll of the leader: no weights set and no learners, so
+        // every member is a voter already.
+        let unweighted = self
+            .state
+            .members
+            .values()
+            .all(|m| m.weight == DEFAULT_WEIGHT);
+        if unweighted && self.raw.store().conf_state().learners.is_empty() {
+            return;
+        }
         let chosen = weights::voters(&self.state.weights());
         let conf = self.raw.store().conf_state().clone();
         let me = self.me.raft_id;
