@@ -106,6 +106,41 @@ fn of_two_nodes_the_heavier_goes_on_when_the_other_dies() {
     cluster.run_until(|c| primary_of(c, 0, 1), 600);
 }
 
+/// MariaDB's `galera.galera_shutdown_nonprim`: `SET GLOBAL` of the weight returns once the
+/// member's status shows it in force, and the other member is cut off at once, with no grace
+/// period. The heavier member stays primary alone, whether it led (the voters move in the tick
+/// the weight is ordered) or not (leadership must come to it first). (This network carries
+/// every message of a tick within it, so the window between the weight ordered and the voters
+/// moved is shut here; the MTR test, on real links, is the one that found it open.)
+#[test]
+fn once_a_weight_is_in_force_a_cut_right_after_finds_the_quorum_moved() {
+    for heavy in [0, 1] {
+        let mut cluster = synced_cluster(2);
+        assert!(
+            cluster.node(0).is_leader(),
+            "slot 0 founded the group and leads it"
+        );
+        assert_eq!(cluster.node(heavy).status().weight_in_force, Some(1));
+        set_weight(&mut cluster, heavy, 2);
+        assert_eq!(
+            cluster.node(heavy).status().weight_in_force,
+            Some(1),
+            "in force before the group ordered it"
+        );
+        cluster.run_until(
+            |c| c.nodes[heavy].as_ref().unwrap().status().weight_in_force == Some(2),
+            300,
+        );
+        let light = 1 - heavy;
+        cluster.isolated.insert(light);
+        cluster.run_until(|c| primary_of(c, heavy, 1), 600);
+        cluster.node(heavy).submit(b"alone".to_vec());
+        cluster.run_until(|c| ordered_on(c, heavy, b"alone"), 100);
+        assert!(!cluster.node(light).is_primary());
+        assert_eq!(cluster.node(light).status().weight_in_force, None);
+    }
+}
+
 /// With equal weights, the same cut leaves the heavier side waiting: two halves of one.
 #[test]
 fn of_two_equal_nodes_neither_goes_on_alone() {

@@ -247,6 +247,7 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
             return WSREP_NODE_FAIL;
         };
         let mut options = lock(&instance.options);
+        let weight_before = options.pc_weight;
         match options.set_runtime(text) {
             Ok(warnings) => {
                 log_option_notes(instance, warnings);
@@ -257,6 +258,7 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 let isolation = options.gmcast_isolate;
                 let reload_tls = options.take_ssl_reload();
                 let force_bootstrap = options.take_pc_bootstrap();
+                let weight = options.pc_weight;
                 drop(options);
                 if let Some(replicator) = instance.replicator() {
                     replicator.set_max_write_set_bytes(max_write_set_bytes);
@@ -264,6 +266,9 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                     if let Err(error) = replicator.reconfigure(group, causal_read_timeout) {
                         instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));
                         return WSREP_NODE_FAIL;
+                    }
+                    if weight != weight_before {
+                        replicator.await_weight_in_force(weight);
                     }
                     if let Err(error) = replicator.set_freeze_purge(freeze) {
                         instance.log(WSREP_LOG_ERROR, &format!("wsrep_provider_options: {error}"));

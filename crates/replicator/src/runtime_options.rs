@@ -1,7 +1,7 @@
 //! Option changes to a running node (`SET GLOBAL wsrep_provider_options`, TLS reload).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base::FreezePurge;
 use group::GroupConfig;
@@ -10,6 +10,15 @@ use crate::app::LogLevel;
 use crate::error::ReplicatorError;
 use crate::shared::lock;
 use crate::Replicator;
+
+/// How long a `pc.weight` change waits to be in force: ordering it and one or two
+/// membership changes take a few round trips, well under this on a live group.
+const WEIGHT_IN_FORCE_WAIT: Duration = Duration::from_secs(10);
+
+/// How often that wait reads the member's status (refreshed on every tick of the group).
+const WEIGHT_POLL: Duration = Duration::from_millis(10);
+
+const _: () = assert!(WEIGHT_POLL.as_millis() * 10 < WEIGHT_IN_FORCE_WAIT.as_millis());
 
 impl Replicator {
     /// Re-reads the TLS files (`socket.ssl_reload`): connections made from now on use
@@ -65,6 +74,35 @@ impl Replicator {
             let _ = runner.reconfigure(group);
         }
         Ok(())
+    }
+
+    /// After a `pc.weight` change: returns once `weight` is this member's weight in force (the
+    /// group ordered it and moved its quorum), as Galera returns from the change once it is
+    /// installed; outside a primary component at once (the weight is ordered when this member
+    /// is in one again).
+    pub fn await_weight_in_force(&self, weight: u8) {
+        let Some(runner) = lock(&self.shared.inner).runner.clone() else {
+            return;
+        };
+        let deadline = Instant::now() + WEIGHT_IN_FORCE_WAIT;
+        loop {
+            let status = runner.status();
+            if !status.primary || status.weight_in_force == Some(weight) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(WEIGHT_POLL);
+        }
+        self.shared.app.log(
+            LogLevel::Warning,
+            &format!(
+                "pc.weight={weight} not yet in force after {} s: the group has not ordered it \
+                 or not yet moved its quorum to match; it takes effect when it does",
+                WEIGHT_IN_FORCE_WAIT.as_secs()
+            ),
+        );
     }
 
     /// `pc.bootstrap=YES` at runtime: a member outside the primary component founds one of

@@ -57,6 +57,9 @@ pub struct GroupStatus {
     pub log_entries: usize,
     /// What to save to come back as this member after a crash (in a component of two).
     pub saved_membership: Option<SavedMembership>,
+    /// This member's ordered `pc.weight` once the quorum follows it (see
+    /// `GroupNode::weight_in_force`).
+    pub weight_in_force: Option<u8>,
 }
 
 impl GroupNode {
@@ -90,6 +93,7 @@ impl GroupNode {
             stop_requested: self.flow.stop_wanted,
             log_entries: self.raw.store().len(),
             saved_membership: self.saved_membership(),
+            weight_in_force: self.weight_in_force(),
         }
     }
 

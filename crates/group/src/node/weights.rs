@@ -61,6 +61,22 @@ impl GroupNode {
         );
     }
 
+    /// This member's weight as ordered for the group, once the Raft voters are the ones the
+    /// weights choose; nothing outside a primary component or while the voters still move.
+    /// `SET GLOBAL wsrep_provider_options='pc.weight=…'` returns when this reads the new
+    /// weight, as Galera's returns once the weight is installed: a test or a DBA that cuts a
+    /// node off right after must find the quorum already moved.
+    pub fn weight_in_force(&self) -> Option<u8> {
+        if !self.member || !self.primary {
+            return None;
+        }
+        let weight = self.state.members.get(&self.me.raft_id)?.weight;
+        let chosen = weights::voters(&self.state.weights());
+        let conf = self.raw.store().conf_state();
+        let voters: std::collections::BTreeSet<u64> = conf.voters.iter().copied().collect();
+        (voters == chosen).then_some(weight)
+    }
+
     /// Whether a joiner, of the default weight until it says otherwise, joins as a voter.
     pub(super) fn joins_as_voter(&self, joiner: u64) -> bool {
         let mut weights = self.state.weights();
