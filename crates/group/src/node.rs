@@ -24,6 +24,7 @@ mod delivery;
 mod flow;
 mod forced;
 mod membership;
+mod presence;
 mod primary;
 mod raft_driver;
 mod receive;
@@ -79,6 +80,9 @@ pub struct GroupNode {
     primary: bool,
     /// The tick this member, a member still, lost the primary component.
     non_primary_since: Option<u64>,
+    /// Outside the primary component: when this member last announced itself
+    /// (`presence.rs`).
+    presence_tick: Option<u64>,
     /// `gmcast.isolate`: the transport drops every frame, so nothing is sent (see
     /// [`GroupNode::set_isolated`]).
     isolated: bool,

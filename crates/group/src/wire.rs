@@ -15,7 +15,7 @@ use crate::state::{Control, MemberInfo, Submission};
 
 const MAGIC: [u8; 4] = *b"TRGM";
 /// The wire protocol version this build speaks.
-pub const WIRE_VERSION: u8 = 3;
+pub const WIRE_VERSION: u8 = 4;
 const HEADER_LEN: usize = 4 + 1 + 1 + 8 + 4;
 const TRAILER_LEN: usize = 4;
 /// Largest body accepted from a peer; a bigger length field is treated as garbage.
@@ -67,6 +67,9 @@ pub enum WireMessage {
         /// Where it was forked, and by whom.
         fork: ForcedFork,
     },
+    /// A member outside the primary component tells the others it is there (see
+    /// `node/presence.rs`).
+    Presence,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -82,6 +85,7 @@ enum Body {
     Probe(String, u64),
     Report(u64, RecoveryReport),
     Superseded(base::Uuid, ForcedFork),
+    Presence,
 }
 
 const KIND_RAFT: u8 = 1;
@@ -141,6 +145,7 @@ pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
         ),
         WireMessage::Join(info) => (KIND_OTHER, bincode_encode(&Body::Join(info.clone()))),
         WireMessage::Leave => (KIND_OTHER, bincode_encode(&Body::Leave)),
+        WireMessage::Presence => (KIND_OTHER, bincode_encode(&Body::Presence)),
         WireMessage::Welcome(members) => {
             (KIND_OTHER, bincode_encode(&Body::Welcome(members.clone())))
         }
@@ -261,6 +266,7 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
             },
             Body::Report(challenge, report) => WireMessage::Report { challenge, report },
             Body::Superseded(cluster, fork) => WireMessage::Superseded { cluster, fork },
+            Body::Presence => WireMessage::Presence,
         },
         other => return Err(WireError::UnknownKind(other)),
     };
@@ -325,6 +331,7 @@ mod tests {
                 incoming: "127.0.0.1:3306".into(),
             }),
             WireMessage::Leave,
+            WireMessage::Presence,
             WireMessage::Welcome(vec![]),
             WireMessage::Control(Control::FlowStop(3)),
             WireMessage::Removed(7),

@@ -71,6 +71,11 @@ fn a_member_that_outweighs_the_others_keeps_the_primary_component_alone() {
             0,
             "Galera says 0 there too"
         );
+        // Learners, which send nothing unasked, still find each other: a non-primary
+        // component of two, as Galera reports it.
+        let view = cluster.last_view(index).expect("a view");
+        assert!(!view.primary);
+        assert_eq!(view.members.len(), 2, "node {index} sees {view:?}");
     }
     // Back to 1 while alone, then the links: everyone rejoins, and every member counts
     // once again, so a cut of node 1 now leaves the other two primary.

@@ -30,7 +30,8 @@ pub(super) struct Leaving {
 pub(super) struct Roster {
     /// Leader only: membership changes to propose, one at a time.
     pub(super) conf_queue: VecDeque<ConfOp>,
-    /// Leader only: tick of the last message from each peer.
+    /// Tick of the last message from each peer: the leader times members by it, and a
+    /// member outside the primary component lists those it still hears.
     pub(super) last_heard: BTreeMap<u64, u64>,
     /// Members added while this node was a member that it has not received a Raft message
     /// from since. As leader it admits no new joiner while one is left (other than one

@@ -99,7 +99,7 @@ impl GroupNode {
 
     /// How long a member may go unheard and still count as in contact: a short hiccup must
     /// not flap the server between ready and not ready; a real partition outlasts it.
-    fn contact_window(&self) -> u64 {
+    pub(super) fn contact_window(&self) -> u64 {
         (2 * self.config.election_ticks as u64).max(self.config.suspect_ticks() / 2)
     }
 

@@ -318,6 +318,7 @@ impl GroupNode {
         self.track_leadership();
         self.update_primary();
         self.maybe_continue_alone();
+        self.announce_presence();
         self.notify_superseded();
         self.request_join();
         self.drive_recovery();

@@ -174,6 +174,10 @@ impl GroupNode {
             WireMessage::Superseded { cluster, fork } => {
                 self.receive_superseded(from, cluster, fork)
             }
+            WireMessage::Presence => {
+                self.receive_presence(from);
+                Ok(())
+            }
             WireMessage::Removed(raft_id) => {
                 let sender_is_member = self.state.members.contains_key(&from);
                 let rejoin = self.member && sender_is_member && !self.primary;

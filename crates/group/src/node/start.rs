@@ -265,6 +265,7 @@ impl GroupNode {
             leader_contact_tick: 0,
             primary: false,
             non_primary_since: None,
+            presence_tick: None,
             isolated: false,
             current_view: None,
             local_state: NodeState::Open,
