@@ -53,10 +53,7 @@ pub(crate) fn leave_group(shared: &Shared, wait: Duration) {
     if runner.leave().is_err() {
         return;
     }
-    let deadline = Instant::now() + wait;
-    while Instant::now() < deadline && runner.status().primary {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    runner.await_status(wait, Duration::from_millis(20), |status| !status.primary);
 }
 
 impl Replicator {

@@ -1,7 +1,7 @@
 //! Option changes to a running node (`SET GLOBAL wsrep_provider_options`, TLS reload).
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base::FreezePurge;
 use group::GroupConfig;
@@ -84,16 +84,11 @@ impl Replicator {
         let Some(runner) = lock(&self.shared.inner).runner.clone() else {
             return;
         };
-        let deadline = Instant::now() + WEIGHT_IN_FORCE_WAIT;
-        loop {
-            let status = runner.status();
-            if !status.primary || status.weight_in_force == Some(weight) {
-                return;
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-            std::thread::sleep(WEIGHT_POLL);
+        let in_force = runner.await_status(WEIGHT_IN_FORCE_WAIT, WEIGHT_POLL, |status| {
+            !status.primary || status.weight_in_force == Some(weight)
+        });
+        if in_force {
+            return;
         }
         self.shared.app.log(
             LogLevel::Warning,

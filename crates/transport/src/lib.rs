@@ -360,6 +360,25 @@ impl RunnerHandle {
         self.shared.status().clone()
     }
 
+    /// Reads the status every `poll` until `done` holds (true) or `wait` has passed (false).
+    pub fn await_status(
+        &self,
+        wait: Duration,
+        poll: Duration,
+        done: impl Fn(&GroupStatus) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + wait;
+        loop {
+            if done(&self.status()) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(poll);
+        }
+    }
+
     fn send(&self, event: Event) -> Result<(), Stopped> {
         self.running()?;
         self.events.send(event).map_err(|_| Stopped)
