@@ -67,9 +67,12 @@ pub enum WireMessage {
         /// Where it was forked, and by whom.
         fork: ForcedFork,
     },
-    /// A member outside the primary component tells the others it is there (see
-    /// `node/presence.rs`).
-    Presence,
+    /// A member outside the primary component tells the others it is there, or a member
+    /// answers that it is there too (see `node/presence.rs`).
+    Presence {
+        /// True for an answer, which is never answered in turn.
+        reply: bool,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -85,7 +88,7 @@ enum Body {
     Probe(String, u64),
     Report(u64, RecoveryReport),
     Superseded(base::Uuid, ForcedFork),
-    Presence,
+    Presence(bool),
 }
 
 const KIND_RAFT: u8 = 1;
@@ -145,7 +148,7 @@ pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
         ),
         WireMessage::Join(info) => (KIND_OTHER, bincode_encode(&Body::Join(info.clone()))),
         WireMessage::Leave => (KIND_OTHER, bincode_encode(&Body::Leave)),
-        WireMessage::Presence => (KIND_OTHER, bincode_encode(&Body::Presence)),
+        WireMessage::Presence { reply } => (KIND_OTHER, bincode_encode(&Body::Presence(*reply))),
         WireMessage::Welcome(members) => {
             (KIND_OTHER, bincode_encode(&Body::Welcome(members.clone())))
         }
@@ -266,7 +269,7 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
             },
             Body::Report(challenge, report) => WireMessage::Report { challenge, report },
             Body::Superseded(cluster, fork) => WireMessage::Superseded { cluster, fork },
-            Body::Presence => WireMessage::Presence,
+            Body::Presence(reply) => WireMessage::Presence { reply },
         },
         other => return Err(WireError::UnknownKind(other)),
     };
@@ -331,7 +334,8 @@ mod tests {
                 incoming: "127.0.0.1:3306".into(),
             }),
             WireMessage::Leave,
-            WireMessage::Presence,
+            WireMessage::Presence { reply: false },
+            WireMessage::Presence { reply: true },
             WireMessage::Welcome(vec![]),
             WireMessage::Control(Control::FlowStop(3)),
             WireMessage::Removed(7),

@@ -87,7 +87,7 @@ enum GroupSpec {
     Welcome(Sender, Vec<Sender>),
     Leave(Sender),
     /// A member outside the primary component saying it is there.
-    Presence(Sender),
+    Presence(Sender, bool),
     Control(Sender, u8, Sender, u64),
     Forward(Sender, Option<Index>, u64, (u32, u32), usize),
     Removed(Sender, Sender),
@@ -202,7 +202,7 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
         (sender(), proptest::collection::vec(sender(), 0..4))
             .prop_map(|(f, m)| GroupSpec::Welcome(f, m)),
         sender().prop_map(GroupSpec::Leave),
-        sender().prop_map(GroupSpec::Presence),
+        (sender(), any::<bool>()).prop_map(|(f, reply)| GroupSpec::Presence(f, reply)),
         (sender(), 0..7u8, sender(), number())
             .prop_map(|(f, k, id, n)| GroupSpec::Control(f, k, id, n)),
         (
@@ -399,7 +399,7 @@ impl Context<'_> {
                 (from, WireMessage::Welcome(members.collect()))
             }
             GroupSpec::Leave(from) => (from, WireMessage::Leave),
-            GroupSpec::Presence(from) => (from, WireMessage::Presence),
+            GroupSpec::Presence(from, reply) => (from, WireMessage::Presence { reply: *reply }),
             GroupSpec::Control(from, kind, id, n) => (
                 from,
                 WireMessage::Control(self.control(*kind, self.id(id), *n)),

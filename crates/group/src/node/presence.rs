@@ -38,16 +38,37 @@ impl GroupNode {
             .map(|m| (m.info.raft_id, m.info.address.clone()))
             .collect();
         for (raft_id, address) in others {
-            self.send(Some(raft_id), address, &WireMessage::Presence);
+            self.send(
+                Some(raft_id),
+                address,
+                &WireMessage::Presence { reply: false },
+            );
         }
     }
 
     /// A member outside the primary component announced itself: counted as heard while this
     /// one is outside too. Inside it, only Raft traffic counts, so that a member the leader
-    /// cannot reach is still evicted however loudly it announces itself.
-    pub(super) fn receive_presence(&mut self, from: u64) {
-        if self.member && !self.primary && self.state.members.contains_key(&from) {
+    /// cannot reach is still evicted however loudly it announces itself. Every member answers
+    /// an announcement, so that of two members cut off together, each lists the other as
+    /// soon as it is outside, whichever noticed first, rather than a component of one until
+    /// the other's next announcement. An answer is never answered: no echo.
+    pub(super) fn receive_presence(&mut self, from: u64, reply: bool) {
+        if !self.member {
+            return;
+        }
+        let Some(address) = self
+            .state
+            .members
+            .get(&from)
+            .map(|m| m.info.address.clone())
+        else {
+            return;
+        };
+        if !self.primary {
             self.roster.last_heard.insert(from, self.tick);
+        }
+        if !reply {
+            self.send(Some(from), address, &WireMessage::Presence { reply: true });
         }
     }
 }

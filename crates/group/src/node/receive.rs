@@ -174,8 +174,8 @@ impl GroupNode {
             WireMessage::Superseded { cluster, fork } => {
                 self.receive_superseded(from, cluster, fork)
             }
-            WireMessage::Presence => {
-                self.receive_presence(from);
+            WireMessage::Presence { reply } => {
+                self.receive_presence(from, reply);
                 Ok(())
             }
             WireMessage::Removed(raft_id) => {
