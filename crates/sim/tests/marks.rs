@@ -86,6 +86,10 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     ("group.evicted_member_rejoins", "an evicted member rejoins"),
     (
+        "group.joiner_asking_again_freed_its_donor",
+        "a joiner asking again frees the donor its earlier request reserved",
+    ),
+    (
         "group.member_replaced_by_its_restart",
         "a restarted node replaces its old identity",
     ),

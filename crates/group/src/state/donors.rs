@@ -41,6 +41,15 @@ impl GroupState {
     /// will give a snapshot, reserves it until the transfer is over (see
     /// [`GroupState::donating`]).
     pub fn assign_donor(&mut self, request: &StateRequest) -> Result<u64, NoDonor> {
+        // A joiner asks again only once it expects nothing more from its earlier request (the
+        // donor stayed silent, refused, or the joiner came back as the same member): what
+        // that request reserved ends here. A donor that failed before the group saw it in
+        // DONOR would otherwise stay reserved for this joiner, which could never have it.
+        let before = self.donating.len();
+        self.donating.retain(|_, joiner| *joiner != request.joiner);
+        if self.donating.len() != before {
+            base::mark!("group.joiner_asking_again_freed_its_donor");
+        }
         let donor = self.select_donor(request)?;
         let gap_cached = request.ist_from.is_defined()
             && self.cached_from.get(&donor).is_some_and(|from| {

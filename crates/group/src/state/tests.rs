@@ -346,6 +346,33 @@ fn joiners_asking_together_get_a_snapshot_donor_each_or_wait_for_one() {
 }
 
 #[test]
+fn a_joiner_asking_again_is_not_kept_waiting_by_its_own_earlier_reservation() {
+    let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
+    for id in 2..=3 {
+        state.add_member(info(id));
+    }
+    state.apply_control(&Control::State(2, NodeState::Synced));
+    // The joiner pins its donor (`wsrep_sst_donor=n1`, no trailing comma).
+    let request = |joiner: u64, request_id: u64| StateRequest {
+        joiner,
+        request_id,
+        donor_names: "n1".into(),
+        sst_request: b"sst".to_vec(),
+        ist_from: Seqno::UNDEFINED,
+        ist_address: String::new(),
+    };
+    assert_eq!(state.assign_donor(&request(3, 1)), Ok(1));
+    // The donor never went DONOR where the group could see it (it stayed silent, or failed
+    // within a tick) and the joiner asks again: its earlier request reserves nothing now.
+    assert_eq!(state.assign_donor(&request(3, 2)), Ok(1));
+    assert_eq!(state.donating.len(), 1, "{:?}", state.donating);
+    // Another joiner still waits while the donor is reserved for the first.
+    state.add_member(info(4));
+    assert_eq!(state.assign_donor(&request(4, 1)), Err(NoDonor::NotYet));
+    assert_eq!(state.donating.get(&1), Some(&3));
+}
+
+#[test]
 fn donor_selection_prefers_a_member_whose_cache_holds_the_gap() {
     let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
     for id in 2..=4 {
