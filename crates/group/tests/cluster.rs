@@ -723,3 +723,34 @@ fn ignoring_quorum_a_member_cut_off_from_the_majority_goes_on_alone() {
         "without it, a lone third waits"
     );
 }
+
+#[test]
+fn two_members_leaving_at_the_same_moment_both_get_out() {
+    for leader_leaves_first in [true, false] {
+        let mut cluster = Cluster::new(3);
+        cluster.node(0).leave();
+        cluster.run_until(|c| c.nodes[0].as_ref().unwrap().is_closed(), 600);
+        cluster.nodes[0] = None;
+        cluster.run(40);
+        let leader = (1..3).find(|&n| cluster.node(n).is_leader()).unwrap();
+        let other = 3 - leader;
+        // Both decide to go in the same tick (a forced component both gave way to): neither
+        // may hand the lead to the other one for ever.
+        let order = if leader_leaves_first {
+            [leader, other]
+        } else {
+            [other, leader]
+        };
+        for node in order {
+            cluster.node(node).leave();
+        }
+        cluster.run_until(
+            |c| {
+                c.nodes[1..]
+                    .iter()
+                    .all(|n| n.as_ref().is_some_and(|n| n.is_closed()))
+            },
+            2000,
+        );
+    }
+}

@@ -23,6 +23,10 @@ pub(super) enum ConfOp {
 pub(super) struct Leaving {
     last_request_tick: Option<u64>,
     removal_seen_tick: Option<u64>,
+    /// While this member leads: the tick from which it may hand the lead over. One that
+    /// became leader while leaving waits an election timeout first, for a member that
+    /// handed it the lead to ask to leave too (see `asked_to_leave`).
+    hand_over_from: Option<u64>,
 }
 
 /// What the leader tracks of the members, and members that just left.
@@ -43,6 +47,9 @@ pub(super) struct Roster {
     /// ([`GroupNode::remind_departed`]), when it last did.
     pub(super) departed_learners: BTreeSet<u64>,
     last_reminder_tick: Option<u64>,
+    /// Members that asked this node, as leader, to be removed: a leaving leader hands the
+    /// lead to none of them. Two members that left at once handed it to each other for good.
+    pub(super) asked_to_leave: BTreeSet<u64>,
 }
 
 /// How often a leader reminds the members it removed, in ticks: once a second.
@@ -138,6 +145,7 @@ impl GroupNode {
             .departed_learners
             .retain(|id| departed.iter().any(|info| info.raft_id == *id));
         let decided = self.state.remove_member(raft_id);
+        self.roster.asked_to_leave.remove(&raft_id);
         self.roster.last_heard.remove(&raft_id);
         self.roster.unheard.remove(&raft_id);
         (raft_id == self.me.raft_id, decided)
@@ -167,14 +175,35 @@ impl GroupNode {
     /// Starts a graceful leave: the group shrinks its quorum by this member.
     pub fn leave(&mut self) {
         if self.leaving.is_none() {
+            let hand_over_from = self.is_leader().then_some(self.tick);
             self.leaving = Some(Leaving {
                 last_request_tick: None,
                 removal_seen_tick: None,
+                hand_over_from,
             });
         }
     }
 
+    /// Follows the lead while leaving: a member that lost it asks the new leader at once; one
+    /// that gained it hands it over only after an election timeout.
+    fn leaving_lead_changes(&mut self) {
+        let (leader, tick) = (self.is_leader(), self.tick);
+        let wait = self.config.election_ticks as u64;
+        let Some(leaving) = self.leaving.as_mut() else {
+            return;
+        };
+        match (leader, leaving.hand_over_from) {
+            (true, None) => leaving.hand_over_from = Some(tick + wait),
+            (false, Some(_)) => {
+                leaving.hand_over_from = None;
+                leaving.last_request_tick = None;
+            }
+            _ => {}
+        }
+    }
+
     pub(super) fn progress_leave(&mut self) {
+        self.leaving_lead_changes();
         let Some(leaving) = self.leaving.as_ref() else {
             return;
         };
@@ -214,17 +243,34 @@ impl GroupNode {
             leaving.last_request_tick = Some(self.tick);
         }
         if self.is_leader() {
-            // Hand leadership over first: a leader that removes itself and stops may leave
-            // the others unsure whether the removal was ordered.
-            let progress = self.raw.raft.prs();
-            let best = others
-                .iter()
-                .copied()
-                .max_by_key(|id| progress.get(*id).map_or(0, |p| p.matched))
-                .expect("others is not empty");
-            self.raw.transfer_leader(best);
+            self.hand_the_lead_over(&others);
         } else {
             self.send_to_leader(&WireMessage::Leave);
+        }
+    }
+
+    /// A leaving leader hands the lead over first: one that removes itself and stops may
+    /// leave the others unsure whether the removal was ordered. It goes to the most
+    /// caught-up voter that stays; when every other voter asked to leave too, this leader
+    /// keeps the lead and removes them first (their removals are queued), then goes alone.
+    fn hand_the_lead_over(&mut self, others: &[u64]) {
+        let may_hand_over = self
+            .leaving
+            .as_ref()
+            .and_then(|l| l.hand_over_from)
+            .is_some_and(|from| self.tick >= from);
+        if !may_hand_over {
+            return;
+        }
+        let progress = self.raw.raft.prs();
+        let best = others
+            .iter()
+            .copied()
+            .filter(|id| !self.roster.asked_to_leave.contains(id))
+            .max_by_key(|id| progress.get(*id).map_or(0, |p| p.matched));
+        match best {
+            Some(best) => self.raw.transfer_leader(best),
+            None => base::mark!("group.leaving_leader_removes_the_other_leavers_first"),
         }
     }
 

@@ -161,6 +161,7 @@ impl GroupNode {
                 self.require_member(from)?;
                 // Queued once however often it is asked: the queue holds no duplicates.
                 if self.is_leader() {
+                    self.roster.asked_to_leave.insert(from);
                     self.queue_removal(from);
                 }
                 Ok(())
