@@ -46,12 +46,13 @@ const WAIT_POLL: Duration = Duration::from_millis(500);
 /// the server counts as exited.
 const PID_REWRITE_WAIT: Duration = Duration::from_secs(2);
 /// The status variables the status table, the startup wait and the tests read.
-const STATUS_VARS: [&str; 13] = [
+const STATUS_VARS: [&str; 14] = [
     "wsrep_local_state_comment",
     "wsrep_ready",
     "wsrep_last_committed",
     "wsrep_local_recv_queue",
     "wsrep_flow_control_paused",
+    "wsrep_flow_control_paused_by",
     "wsrep_cluster_size",
     "wsrep_cluster_status",
     "wsrep_cluster_conf_id",

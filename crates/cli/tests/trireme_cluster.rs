@@ -10,7 +10,9 @@
 //! - a causal read (`wsrep_sync_wait=1`) on node 2 sees a large write committed on node 1
 //!   just before, while node 2 is still applying it;
 //! - sysbench write-only spread over the three nodes ends with no error but deadlocks, and
-//!   equal checksums;
+//!   equal checksums; meanwhile node 3's appliers, held for a while by `FLUSH TABLES ...
+//!   WITH READ LOCK` on one table, make it pause the cluster, and within 2 s node 1 names it
+//!   in `wsrep_flow_control_paused_by`; the logs say who paused, and when it resumed;
 //! - `SET GLOBAL wsrep_provider_options` changes flow control at runtime and refuses a
 //!   bad value;
 //! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
@@ -35,8 +37,8 @@ use cli::{Cluster, RestOptions, Signal, UpOptions};
 
 mod common;
 use common::{
-    assert_all_synced, assert_equal_at_rest, new_cluster_dir, preflight, trireme_provider, value,
-    wait_consistent, NODES,
+    assert_all_synced, assert_equal_at_rest, log_line_count, new_cluster_dir, new_log_lines,
+    preflight, trireme_provider, value, wait_consistent, wait_for, NODES,
 };
 
 fn insert_rows(cluster: &Cluster, node: usize, first: u32, count: u32) {
@@ -66,8 +68,12 @@ fn concurrent(cluster: &Cluster, statements: [(usize, String); 2]) -> Vec<Result
 }
 
 /// sysbench `oltp_write_only`, 8 tables of 10,000 rows, 8 threads, 30 s, with connections
-/// spread over the three nodes' sockets.
-fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
+/// spread over the three nodes' sockets; `meanwhile` runs while it does.
+fn sysbench_spread_over_all_nodes(
+    cluster: &Cluster,
+    dir: &std::path::Path,
+    meanwhile: impl FnOnce() + Send,
+) {
     cluster.sql(1, "CREATE DATABASE sbtest").unwrap();
     let sockets: Vec<String> = (1..=NODES)
         .map(|n| cluster.socket(n).display().to_string())
@@ -88,14 +94,20 @@ fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
         .output()
         .expect("sysbench runs (scripts/install-deps.sh installs it)");
     assert!(prepare.status.success(), "sysbench prepare: {prepare:?}");
-    let run = std::process::Command::new("timeout")
-        .arg("120")
-        .arg("sysbench")
-        .args(common)
-        .arg(format!("--mysql-socket={}", sockets.join(",")))
-        .args(["--time=30", "--mysql-ignore-errors=1213", "run"])
-        .output()
-        .unwrap();
+    let run = thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            std::process::Command::new("timeout")
+                .arg("120")
+                .arg("sysbench")
+                .args(common)
+                .arg(format!("--mysql-socket={}", sockets.join(",")))
+                .args(["--time=30", "--mysql-ignore-errors=1213", "run"])
+                .output()
+                .unwrap()
+        });
+        meanwhile();
+        load.join().unwrap()
+    });
     let report = String::from_utf8_lossy(&run.stdout);
     std::fs::write(dir.join("sysbench.txt"), report.as_bytes()).unwrap();
     assert!(
@@ -106,6 +118,65 @@ fn sysbench_spread_over_all_nodes(cluster: &Cluster, dir: &std::path::Path) {
     let tables: Vec<String> = (1..=8).map(|t| format!("sbtest.sbtest{t}")).collect();
     let tables: Vec<&str> = tables.iter().map(String::as_str).collect();
     assert_equal_at_rest(cluster, &tables);
+}
+
+/// The flow-control stop's cause, named: under load, node 3's appliers are held by a read
+/// lock on one table (they wait for it, as Galera's do), its queue passes the limit and it
+/// stops the group. Node 1 must name node 3 in `wsrep_flow_control_paused_by` within 2 s,
+/// and in its log (a pause of 100 ms and more is logged, when it reaches that and when it
+/// ends); node 3's log gives its queue against the limit.
+fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
+    // sysbench connects and warms up first.
+    thread::sleep(Duration::from_secs(5));
+    let paused_by = || {
+        value(
+            cluster,
+            1,
+            "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+             WHERE VARIABLE_NAME = 'WSREP_FLOW_CONTROL_PAUSED_BY'",
+        )
+    };
+    let logs_before = [log_line_count(cluster, 1), log_line_count(cluster, 3)];
+    let took = thread::scope(|scope| {
+        let holder = scope.spawn(|| {
+            cluster.sql(
+                3,
+                "FLUSH TABLES sbtest.sbtest1 WITH READ LOCK; DO SLEEP(6); UNLOCK TABLES",
+            )
+        });
+        let took = wait_for(
+            "node 1 names node3 as the pause",
+            Duration::from_secs(5),
+            || paused_by() == "node3",
+        );
+        holder
+            .join()
+            .unwrap()
+            .expect("node 3 holds the read lock, then lets go");
+        took
+    });
+    assert!(
+        took <= Duration::from_secs(2),
+        "node 1 named node3 only after {took:?}"
+    );
+    wait_for("the pause ends", Duration::from_secs(30), || {
+        paused_by().is_empty()
+    });
+    // The server log takes one line per place in the code per 5 s: of the two lines of
+    // this pause, one goes out even if a long pause just before took the other's turn.
+    let said = new_log_lines(cluster, 1, logs_before[0]);
+    assert!(
+        said.lines()
+            .any(|line| line.contains("flow control: replication")
+                && line.contains("paused")
+                && line.contains("by node3")),
+        "node 1's log does not name node3 as the pause:\n{said}"
+    );
+    let said = new_log_lines(cluster, 3, logs_before[1]);
+    assert!(
+        said.contains("by node3; this node's apply queue is"),
+        "node 3's log does not say why it paused the group:\n{said}"
+    );
 }
 
 /// A write big enough that node 2 needs a while to apply it, then at once a read on node 2
@@ -321,8 +392,10 @@ fn a_three_node_cluster_on_trireme() {
     assert!(listing.contains("gcs.fc_limit = 64;"), "{listing}");
 
     // sysbench write-only, spread over all three nodes: no error but deadlocks, and the
-    // nodes end equal.
-    sysbench_spread_over_all_nodes(&cluster, guard.path());
+    // nodes end equal; meanwhile node 3, held, pauses the cluster and is named for it.
+    sysbench_spread_over_all_nodes(&cluster, guard.path(), || {
+        a_held_node_is_named_as_the_pause(&cluster)
+    });
 
     // Node 3 stops cleanly: the two others keep committing; node 3 comes back.
     cluster.stop_node(3).unwrap();

@@ -349,6 +349,13 @@ fn a_member_does_not_stop_a_group_another_member_holds_stopped() {
     cluster.node(1).report_apply_queue(100);
     cluster.run(10);
     assert!(cluster.node(0).status().paused, "node 1 stopped the group");
+    for index in 0..3 {
+        assert_eq!(
+            cluster.node(index).status().paused_by,
+            ["node1"],
+            "node {index}"
+        );
+    }
     cluster.node(2).report_apply_queue(100);
     cluster.run(10);
     let status = cluster.node(2).status();
@@ -370,6 +377,7 @@ fn a_member_does_not_stop_a_group_another_member_holds_stopped() {
     cluster.run(10);
     assert!(cluster.node(2).status().stop_requested);
     assert!(cluster.node(0).status().paused, "paused again, for node 2");
+    assert_eq!(cluster.node(0).status().paused_by, ["node2"]);
     assert_eq!(cluster.node(0).status().flow.pauses_by.len(), 2);
 }
 
@@ -406,6 +414,7 @@ fn flow_control_pauses_ordering_and_donors_never_pause() {
     cluster.node(1).report_apply_queue(4);
     cluster.run(10);
     assert!(!cluster.node(0).status().paused);
+    assert!(cluster.node(0).status().paused_by.is_empty());
     assert_eq!(
         cluster.ordered(0).len(),
         before + 2,

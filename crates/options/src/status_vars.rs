@@ -67,7 +67,7 @@ const fn server(name: &'static str, kind: ValueKind, meaning: &'static str) -> S
 
 /// Every status variable, in the order the reference node shows them: the provider's fixed
 /// list, then the group layer's entries, then the server's own.
-pub const STATUS_VARS: [StatusVar; 83] = [
+pub const STATUS_VARS: [StatusVar; 84] = [
     provider(
         "local_state_uuid",
         Text,
@@ -230,6 +230,12 @@ pub const STATUS_VARS: [StatusVar; 83] = [
         "flow_control_requested",
         Text,
         "\"true\" while this node asks the group to pause",
+    ),
+    provider(
+        "flow_control_paused_by",
+        Text,
+        "Trireme: the names of the nodes whose flow-control stop holds the cluster paused now, \
+         comma separated; empty when none",
     ),
     provider(
         "cert_deps_distance",
@@ -451,7 +457,7 @@ mod tests {
     #[test]
     fn providers_come_first_and_never_report_booleans() {
         let provider_count = provider_vars().count();
-        assert_eq!(provider_count, 65);
+        assert_eq!(provider_count, 66);
         assert!(STATUS_VARS[..provider_count]
             .iter()
             .all(|var| var.owner == Owner::Provider && var.kind != ValueKind::Bool));

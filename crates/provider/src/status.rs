@@ -146,6 +146,7 @@ fn queue_and_flow_values(s: &Status) -> Vec<(&'static str, Value)> {
         ("flow_control_recv", int(flow.received)),
         ("flow_control_active", text(flow.active)),
         ("flow_control_requested", text(flow.requested)),
+        ("flow_control_paused_by", text(&flow.paused_by)),
     ]
 }
 

@@ -206,6 +206,14 @@ impl Shared {
         debug_assert!(pushed >= inner.tasks_announced, "the task count went back");
         let new_tasks = pushed.saturating_sub(inner.tasks_announced);
         inner.tasks_announced = pushed;
+        if new_tasks > 0 {
+            if let Some(runner) = inner.runner.as_ref() {
+                // The queue grows here. An applier reports it only when it finishes a task,
+                // and appliers that all wait (one held by a table lock, the rest in commit
+                // order behind it) finish none: flow control must see it grow as it does.
+                let _ = runner.report_apply_queue(inner.engine.tasks().len() as u64);
+            }
+        }
         Pending {
             effects,
             runner: inner.runner.clone(),

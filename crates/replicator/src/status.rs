@@ -36,7 +36,7 @@ impl QueueStatus {
 }
 
 /// Flow control as this node sees it.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlowStatus {
     /// Total time the group's order was paused, in nanoseconds, since the node started.
     pub paused_ns: u64,
@@ -50,6 +50,9 @@ pub struct FlowStatus {
     pub active: bool,
     /// This node wants the group paused now (its queue is over the limit).
     pub requested: bool,
+    /// The names of the members whose stop holds the pause now, comma separated (empty
+    /// when none).
+    pub paused_by: String,
 }
 
 /// How the certification index and the appliers are doing (averages since the last reset).
@@ -260,6 +263,7 @@ fn flow(group: Option<&GroupStatus>, window: &Window, now: Nanos) -> FlowStatus 
         received: group.flow.recv,
         active: group.paused,
         requested: group.stop_requested,
+        paused_by: group.paused_by.join(","),
     }
 }
 

@@ -81,6 +81,7 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
         "last_committed",
         "recv_queue",
         "fc_paused",
+        "fc_paused_by",
         "cluster_size",
         "cluster_status",
         "streaming",
@@ -102,6 +103,7 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
             var("wsrep_last_committed"),
             var("wsrep_local_recv_queue"),
             var("wsrep_flow_control_paused"),
+            paused_by_cell(row),
             var("wsrep_cluster_size"),
             var("wsrep_cluster_status"),
             streaming_cell(row),
@@ -129,6 +131,15 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
         }
     }
     out
+}
+
+/// The nodes whose flow-control stop holds the cluster paused now, as the node sees it;
+/// `-` when none does, or where the provider does not report it (Galera).
+pub(super) fn paused_by_cell(row: &NodeStatus) -> String {
+    match row.var("wsrep_flow_control_paused_by") {
+        Some(names) if !names.is_empty() => names.to_string(),
+        _ => "-".to_string(),
+    }
 }
 
 /// Open streaming-replication transactions and their certified fragments as

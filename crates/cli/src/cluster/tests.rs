@@ -25,6 +25,7 @@ fn status_table_shows_live_and_down_nodes() {
             ("wsrep_last_committed", "17"),
             ("wsrep_local_recv_queue", "0"),
             ("wsrep_flow_control_paused", "0"),
+            ("wsrep_flow_control_paused_by", "node3"),
             ("wsrep_cluster_size", "2"),
             ("wsrep_cluster_status", "Primary"),
             ("wsrep_streaming_transactions", "1"),
@@ -41,6 +42,12 @@ fn status_table_shows_live_and_down_nodes() {
     assert!(lines[0].starts_with("node   pid   alive  state        last_committed"));
     assert!(lines[1].starts_with("node1  4242  yes    Synced       17"));
     assert!(lines[1].ends_with("Primary         1 trx/57 frags"));
+    assert!(lines[1].contains(" 0          node3 "), "{}", lines[1]);
+    assert!(
+        lines[0].contains(" fc_paused  fc_paused_by "),
+        "{}",
+        lines[0]
+    );
     assert!(lines[2].starts_with("node2  -     no     down         -"));
     assert!(lines[3].starts_with("node3  4343  yes    unreachable"));
     assert_eq!(lines[4], "node3: timed out");

@@ -8,6 +8,11 @@ use base::{Nanos, NodeState};
 use super::{FlowCounters, GroupNode};
 use crate::state::{Control, LogEntry};
 
+/// A pause at least this long is logged, when it reaches this length and when it ends;
+/// shorter ones (the routine kind, a few milliseconds each under load) are only counted,
+/// in the next line logged.
+const LOGGED_PAUSE_NS: u64 = 100_000_000;
+
 /// Election timeouts of silence after which the leader lifts a member's flow-control stop
 /// (at the default 100 ms election timeout: half a second, against 5 s for eviction).
 const FLOW_STOP_SILENCE_ELECTIONS: u64 = 5;
@@ -36,6 +41,17 @@ pub(super) struct FlowControl {
     pub(super) paused_since: Option<Nanos>,
     /// The counters behind the `wsrep_flow_control_*` variables.
     pub(super) counters: FlowCounters,
+    /// Whether the current pause was logged (it lasted [`LOGGED_PAUSE_NS`]).
+    pause_logged: bool,
+    /// Pauses too short to log since the last one logged.
+    short_pauses: u64,
+}
+
+/// The names of `members` (Raft ids), in name order.
+fn names_of(node: &GroupNode, members: &BTreeSet<u64>) -> Vec<String> {
+    let mut names: Vec<String> = members.iter().map(|id| node.member_name(*id)).collect();
+    names.sort();
+    names
 }
 
 impl GroupNode {
@@ -117,12 +133,78 @@ impl GroupNode {
         }
     }
 
+    /// The names of the members whose stop holds the group paused now, in name order
+    /// (`wsrep_flow_control_paused_by`; empty when nothing holds it).
+    pub(super) fn paused_by_names(&self) -> Vec<String> {
+        names_of(self, &self.state.paused_by)
+    }
+
+    /// After an ordered change that may have changed who holds the group stopped (`before`):
+    /// counts the stops that began, says when a logged pause ends and who held it, and runs
+    /// the pause clock.
+    pub(super) fn note_pause_change(&mut self, before: &BTreeSet<u64>) {
+        let started: Vec<u64> = self.state.paused_by.difference(before).copied().collect();
+        for id in started {
+            let name = self.member_name(id);
+            *self.flow.counters.pauses_by.entry(name).or_default() += 1;
+        }
+        if !before.is_empty() && !self.state.is_paused() {
+            if std::mem::take(&mut self.flow.pause_logged) {
+                let by = names_of(self, before).join(", ");
+                let paused_ms = self
+                    .flow
+                    .paused_since
+                    .map_or(0, |since| self.now.since(since) / 1_000_000);
+                tracing::info!(
+                    target: "wsrep",
+                    "flow control: replication resumed after {paused_ms} ms paused by {by}"
+                );
+            } else {
+                self.flow.short_pauses += 1;
+            }
+        }
+        self.update_pause_clock();
+    }
+
+    /// Logs the current pause once it has lasted [`LOGGED_PAUSE_NS`]: who holds it, and on
+    /// a member that does, its queue against the limit. Every member logs it, so any node's
+    /// log answers "who paused the cluster".
+    pub(super) fn log_long_pause(&mut self) {
+        let long = self
+            .flow
+            .paused_since
+            .is_some_and(|since| self.now.since(since) >= LOGGED_PAUSE_NS);
+        if !long || self.flow.pause_logged {
+            return;
+        }
+        self.flow.pause_logged = true;
+        let by = self.paused_by_names().join(", ");
+        let own = if self.state.paused_by.contains(&self.me.raft_id) {
+            let members = self.state.members.len();
+            format!(
+                "; this node's apply queue is {}, over gcs.fc_limit ({} for {members} members)",
+                self.flow.apply_queue_len,
+                self.config.fc_stop_above(members)
+            )
+        } else {
+            String::new()
+        };
+        let short = std::mem::take(&mut self.flow.short_pauses);
+        tracing::info!(
+            target: "wsrep",
+            "flow control: replication paused for {} ms so far by {by}{own} ({short} shorter \
+             pauses since the last one logged)",
+            LOGGED_PAUSE_NS / 1_000_000
+        );
+    }
+
     pub(super) fn update_pause_clock(&mut self) {
         match (self.state.is_paused(), self.flow.paused_since) {
             (true, None) => self.flow.paused_since = Some(self.now),
             (false, Some(since)) => {
                 self.flow.counters.paused_ns += self.now.since(since);
                 self.flow.paused_since = None;
+                self.flow.pause_logged = false;
             }
             _ => {}
         }

@@ -92,7 +92,10 @@ impl GroupNode {
                 (added_me, false)
             }
             MemberChange::Remove(id) => {
+                let paused_before = self.state.paused_by.clone();
                 let (removed_me, decided) = self.remove_member(id);
+                // A member that leaves takes its stop with it.
+                self.note_pause_change(&paused_before);
                 if learners_before.contains(&id) {
                     self.roster.departed_learners.insert(id);
                 }

@@ -304,11 +304,7 @@ impl GroupNode {
                 if matches!(control, Control::FlowStop(_) | Control::FlowResume(_)) {
                     self.flow.counters.recv += 1;
                 }
-                for started in self.state.paused_by.difference(&paused_before) {
-                    let name = self.state.members[started].info.name.clone();
-                    *self.flow.counters.pauses_by.entry(name).or_default() += 1;
-                }
-                self.update_pause_clock();
+                self.note_pause_change(&paused_before);
             }
         }
     }
@@ -324,6 +320,7 @@ impl GroupNode {
         self.drive_recovery();
         self.progress_leave();
         self.send_controls();
+        self.log_long_pause();
         self.send_state_request();
         self.send_submissions();
         self.repeat_causal_reads();

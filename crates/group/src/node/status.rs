@@ -47,6 +47,9 @@ pub struct GroupStatus {
     pub last_delivered: Seqno,
     /// True while a flow-control stop is in force.
     pub paused: bool,
+    /// The names of the members whose flow-control stop holds the group paused now, in
+    /// name order; empty when none does.
+    pub paused_by: Vec<String>,
     /// True while this member wants the group paused (its queue is over the limit).
     pub stop_requested: bool,
     /// Flow-control counters.
@@ -88,6 +91,7 @@ impl GroupNode {
             },
             last_delivered: self.last_delivered,
             paused: self.state.is_paused(),
+            paused_by: self.paused_by_names(),
             flow,
             pending_submissions: self.submissions.pending.len(),
             stop_requested: self.flow.stop_wanted,
