@@ -12,7 +12,7 @@
 //! - sysbench write-only spread over the three nodes ends with no error but deadlocks, and
 //!   equal checksums; meanwhile node 3's appliers, held for a while by `FLUSH TABLES ...
 //!   WITH READ LOCK` on one table, make it pause the cluster, and within 2 s node 1 names it
-//!   in `wsrep_flow_control_paused_by`; the logs say who paused, and when it resumed;
+//!   in `wsrep_flow_control_paused_by`, and both nodes' logs name it;
 //! - `SET GLOBAL wsrep_provider_options` changes flow control at runtime and refuses a
 //!   bad value;
 //! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
@@ -121,13 +121,15 @@ fn sysbench_spread_over_all_nodes(
 }
 
 /// The flow-control stop's cause, named: under load, node 3's appliers are held by a read
-/// lock on one table (they wait for it, as Galera's do), its queue passes the limit and it
-/// stops the group. Node 1 must name node 3 in `wsrep_flow_control_paused_by` within 2 s,
-/// and in its log (a pause of 100 ms and more is logged, when it reaches that and when it
-/// ends); node 3's log gives its queue against the limit.
+/// lock on a table a write from node 1 then changes (they wait for it, as Galera's do),
+/// its queue passes the limit and it stops the group. Node 1 must name node 3 in
+/// `wsrep_flow_control_paused_by` within 2 s of that write,
+/// and both nodes' logs must name it (a pause of 100 ms and more is logged, when it reaches
+/// that, with the holder's queue against the limit on the holder, and when it ends).
 fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
-    // sysbench connects and warms up first.
-    thread::sleep(Duration::from_secs(5));
+    // sysbench connects and warms up first (the pauses of its first seconds are logged
+    // too, and take the log's turn; see below).
+    thread::sleep(Duration::from_secs(8));
     let paused_by = || {
         value(
             cluster,
@@ -136,14 +138,44 @@ fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
              WHERE VARIABLE_NAME = 'WSREP_FLOW_CONTROL_PAUSED_BY'",
         )
     };
+    // A table only the appliers write on node 3: a read lock on a table its own clients
+    // write would wait for their transactions, which wait for the pause the lock causes.
+    cluster
+        .sql(1, "CREATE TABLE sbtest.fc_probe (id INT PRIMARY KEY)")
+        .unwrap();
+    wait_for(
+        "node 3 has the probe table",
+        Duration::from_secs(10),
+        || {
+            value(
+                cluster,
+                3,
+                "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = 'sbtest' AND TABLE_NAME = 'fc_probe'",
+            ) == "1"
+        },
+    );
     let logs_before = [log_line_count(cluster, 1), log_line_count(cluster, 3)];
     let took = thread::scope(|scope| {
         let holder = scope.spawn(|| {
             cluster.sql(
                 3,
-                "FLUSH TABLES sbtest.sbtest1 WITH READ LOCK; DO SLEEP(6); UNLOCK TABLES",
+                "FLUSH TABLES sbtest.fc_probe WITH READ LOCK; DO SLEEP(6); UNLOCK TABLES",
             )
         });
+        wait_for("node 3 holds the read lock", Duration::from_secs(5), || {
+            value(
+                cluster,
+                3,
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                 WHERE INFO LIKE 'DO SLEEP%'",
+            ) == "1"
+        });
+        // Node 3's applier of this insert waits for the lock, the ones after it for their
+        // commit turn: its queue grows with everything sysbench commits.
+        cluster
+            .sql(1, "INSERT INTO sbtest.fc_probe VALUES (1)")
+            .unwrap();
         let took = wait_for(
             "node 1 names node3 as the pause",
             Duration::from_secs(5),
@@ -164,19 +196,16 @@ fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
     });
     // The server log takes one line per place in the code per 5 s: of the two lines of
     // this pause, one goes out even if a long pause just before took the other's turn.
-    let said = new_log_lines(cluster, 1, logs_before[0]);
-    assert!(
-        said.lines()
-            .any(|line| line.contains("flow control: replication")
-                && line.contains("paused")
-                && line.contains("by node3")),
-        "node 1's log does not name node3 as the pause:\n{said}"
-    );
-    let said = new_log_lines(cluster, 3, logs_before[1]);
-    assert!(
-        said.contains("by node3; this node's apply queue is"),
-        "node 3's log does not say why it paused the group:\n{said}"
-    );
+    for (node, skip) in [(1, logs_before[0]), (3, logs_before[1])] {
+        let said = new_log_lines(cluster, node, skip);
+        assert!(
+            said.lines()
+                .any(|line| line.contains("flow control: replication")
+                    && line.contains("paused")
+                    && line.contains("by node3")),
+            "node {node}'s log does not name node3 as the pause:\n{said}"
+        );
+    }
 }
 
 /// A write big enough that node 2 needs a while to apply it, then at once a read on node 2
