@@ -235,6 +235,12 @@ impl GroupNode {
             base::mark!("group.only_voter_hands_its_vote_over_before_leaving");
             return;
         }
+        // A leader that may not hand the lead over yet does not spend its turn: it tries
+        // again as soon as it may, not a resend period later.
+        let may_hand_over = leaving.hand_over_from.is_some_and(|from| self.tick >= from);
+        if self.is_leader() && !may_hand_over {
+            return;
+        }
         if !is_due(
             leaving.last_request_tick,
             self.tick,
@@ -257,14 +263,6 @@ impl GroupNode {
     /// caught-up voter that stays; when every other voter asked to leave too, this leader
     /// keeps the lead and removes them first (their removals are queued), then goes alone.
     fn hand_the_lead_over(&mut self, others: &[u64]) {
-        let may_hand_over = self
-            .leaving
-            .as_ref()
-            .and_then(|l| l.hand_over_from)
-            .is_some_and(|from| self.tick >= from);
-        if !may_hand_over {
-            return;
-        }
         let progress = self.raw.raft.prs();
         let best = others
             .iter()
