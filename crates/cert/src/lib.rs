@@ -32,6 +32,7 @@ use base::{KeyType, Seqno, Uuid};
 use writeset::{flags, WriteSet};
 
 mod codec;
+mod conflict_key;
 
 pub use codec::IndexDecodeError;
 

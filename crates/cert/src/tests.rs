@@ -757,4 +757,35 @@ fn a_failed_fragment_closes_its_stream_and_views_close_streams_of_departed_membe
     );
 }
 
+#[test]
+fn the_conflicting_key_is_named_down_to_the_level_that_collided() {
+    let mut cert = Certifier::new(CertConfig::default());
+    let parts = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| n.as_bytes().to_vec())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(cert.certify(Seqno(1), &ws(1, 0, 0, &[(ROW, EX)])), pass(0));
+    // A row conflict names the row, not the table branch it shares with other rows.
+    let row_clash = ws(2, 0, 0, &[(OTHER_TABLE_ROW, UP), (ROW2, UP), (ROW, UP)]);
+    assert_eq!(cert.certify(Seqno(2), &row_clash), key_conflict(1, EX, UP));
+    assert_eq!(
+        cert.conflicting_key(&row_clash, Seqno(1)),
+        Some(&parts(ROW)[..])
+    );
+    // A TOI's table-level key collides at the table level of a later row key.
+    let toi = ws(3, 2, flags::ISOLATION, &[(TABLE, EX)]);
+    assert_eq!(cert.certify(Seqno(3), &toi), pass(2));
+    let behind_toi = ws(3, 2, 0, &[(ROW2, UP)]);
+    assert_eq!(cert.certify(Seqno(4), &behind_toi), key_conflict(3, EX, SH));
+    assert_eq!(
+        cert.conflicting_key(&behind_toi, Seqno(3)),
+        Some(&parts(TABLE)[..])
+    );
+    // Nothing of a write-set that does not touch what `with` holds.
+    let elsewhere = ws(2, 0, 0, &[(OTHER_TABLE_ROW, UP)]);
+    assert_eq!(cert.conflicting_key(&elsewhere, Seqno(1)), None);
+}
+
 mod encoding;

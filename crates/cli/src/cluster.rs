@@ -118,6 +118,8 @@ pub struct UpOptions {
     pub joiners_together: bool,
     /// A `trireme-arbitrator` beside the nodes (default: none), see `cluster/arbitrator.rs`.
     pub arbitrator: Option<bool>,
+    /// Every node serves metrics and its status page (default: off).
+    pub metrics: Option<bool>,
     /// Bounds on the waits.
     pub timeouts: Timeouts,
 }
@@ -137,6 +139,7 @@ impl UpOptions {
             hosts: None,
             joiners_together: false,
             arbitrator: None,
+            metrics: None,
             timeouts: Timeouts::default(),
         }
     }

@@ -71,7 +71,7 @@ impl FromStr for SstMethod {
     }
 }
 
-/// The four TCP ports of one node, all bound on 127.0.0.1.
+/// The five TCP ports of one node, all bound on 127.0.0.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodePorts {
     /// The SQL port (`port`).
@@ -82,6 +82,8 @@ pub struct NodePorts {
     pub ist: u16,
     /// State snapshot transfer receiver (`wsrep_sst_receive_address`).
     pub sst: u16,
+    /// The metrics endpoint and status page (`metrics.listen_addr`), with `--metrics`.
+    pub metrics: u16,
 }
 
 impl NodePorts {
@@ -98,16 +100,18 @@ impl NodePorts {
             group,
             ist: group + 1,
             sst: group + 2,
+            metrics: group + 3,
         }
     }
 
     /// Every port with what it is for, for error messages.
-    pub fn labelled(&self) -> [(u16, &'static str); 4] {
+    pub fn labelled(&self) -> [(u16, &'static str); 5] {
         [
             (self.sql, "SQL"),
             (self.group, "group"),
             (self.ist, "IST"),
             (self.sst, "SST"),
+            (self.metrics, "metrics"),
         ]
     }
 }
@@ -144,6 +148,10 @@ pub struct ClusterConfig {
     /// Whether a `trireme-arbitrator` runs beside the nodes, as member `nodes + 1` (on its
     /// own host with `hosts`), see [`ClusterConfig::arbitrator_cfg`].
     pub arbitrator: bool,
+    /// Every node serves Prometheus metrics and its status page
+    /// (`metrics.listen_addr`, on the node's metrics port); Trireme's own option, so only
+    /// for a Trireme cluster.
+    pub metrics: bool,
 }
 
 /// The standard ports every node of a `--hosts` cluster uses on its own host.
@@ -152,6 +160,7 @@ pub const HOST_PORTS: NodePorts = NodePorts {
     group: 4567,
     ist: 4568,
     sst: 4444,
+    metrics: 9104,
 };
 
 /// The non-empty `key=value` entries of a `;`-separated settings list.
@@ -313,6 +322,13 @@ impl ClusterConfig {
         }
     }
 
+    /// Where `node` serves its metrics and status page (`host:port`), in a cluster made
+    /// with `--metrics`.
+    pub fn metrics_address(&self, node: usize) -> Option<String> {
+        self.metrics
+            .then(|| format!("{}:{}", self.sql_host(node), self.ports(node).metrics))
+    }
+
     /// The address clients reach `node`'s server at over the network.
     pub fn sql_host(&self, node: usize) -> String {
         if self.hosts {
@@ -396,9 +412,19 @@ impl ClusterConfig {
     }
 
     /// On hosts: what a DBA writes for real machines. No listen or node address anywhere:
-    /// the server and the provider find them as they do on a real host.
-    fn host_wsrep_settings(&self, _node: usize) -> Vec<String> {
-        vec![self.provider_options_line("")]
+    /// the server and the provider find them as they do on a real host (the metrics
+    /// endpoint, which has no default address, excepted).
+    fn host_wsrep_settings(&self, node: usize) -> Vec<String> {
+        let metrics = if self.metrics {
+            format!(
+                "metrics.listen_addr={}:{}; ",
+                crate::hosts::address(node),
+                HOST_PORTS.metrics
+            )
+        } else {
+            String::new()
+        };
+        vec![self.provider_options_line(&metrics)]
     }
 
     /// On loopback every node shares 127.0.0.1, so every address and port is explicit.
@@ -409,8 +435,14 @@ impl ClusterConfig {
             format!("wsrep_node_address=127.0.0.1:{}", p.group),
             format!("wsrep_node_incoming_address=127.0.0.1:{}", p.sql),
             self.provider_options_line(&format!(
-                "gmcast.listen_addr=tcp://127.0.0.1:{}; ist.recv_addr=127.0.0.1:{}; ",
-                p.group, p.ist
+                "gmcast.listen_addr=tcp://127.0.0.1:{}; ist.recv_addr=127.0.0.1:{}; {}",
+                p.group,
+                p.ist,
+                if self.metrics {
+                    format!("metrics.listen_addr=127.0.0.1:{}; ", p.metrics)
+                } else {
+                    String::new()
+                }
             )),
             format!("wsrep_sst_receive_address=127.0.0.1:{}", p.sst),
         ]
@@ -445,7 +477,7 @@ impl ClusterConfig {
         format!(
             "# Written by `trireme cluster up`; read by every other `trireme cluster` command.\n\
              nodes={}\nbase_port={}\nprovider={}\nsst_method={}\nuser={}\nprovider_options={}\n\
-             sst_options={}\nserver_options={}\nhosts={}\narbitrator={}\n",
+             sst_options={}\nserver_options={}\nhosts={}\narbitrator={}\nmetrics={}\n",
             self.nodes,
             self.base_port,
             self.provider.display(),
@@ -456,6 +488,7 @@ impl ClusterConfig {
             self.server_options,
             if self.hosts { "yes" } else { "no" },
             if self.arbitrator { "yes" } else { "no" },
+            if self.metrics { "yes" } else { "no" },
         )
     }
 
@@ -472,6 +505,7 @@ impl ClusterConfig {
         let mut server_options = String::new();
         let mut hosts = false;
         let mut arbitrator = false;
+        let mut metrics = false;
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -492,6 +526,7 @@ impl ClusterConfig {
                 "server_options" => server_options = value.to_string(),
                 "hosts" => hosts = value == "yes",
                 "arbitrator" => arbitrator = value == "yes",
+                "metrics" => metrics = value == "yes",
                 other => bail!("line {}: unknown key {other:?}", number + 1),
             }
         }
@@ -507,6 +542,7 @@ impl ClusterConfig {
             server_options,
             hosts,
             arbitrator,
+            metrics,
         };
         config.validate()?;
         Ok(config)
@@ -551,6 +587,7 @@ mod tests {
             server_options: String::new(),
             hosts: false,
             arbitrator: false,
+            metrics: false,
         }
     }
 
@@ -599,7 +636,8 @@ mod tests {
                 sql: 13301,
                 group: 13410,
                 ist: 13411,
-                sst: 13412
+                sst: 13412,
+                metrics: 13413
             }
         );
     }
@@ -712,6 +750,25 @@ mod tests {
     }
 
     #[test]
+    fn metrics_listen_on_each_nodes_own_port_only_when_asked() {
+        let options = |c: &ClusterConfig, node| {
+            let cnf = c.render_my_cnf(node);
+            get(&mysqld_settings(&cnf), "wsrep_provider_options").to_owned()
+        };
+        let mut c = config();
+        assert!(!options(&c, 2).contains("metrics"));
+        c.metrics = true;
+        assert!(
+            options(&c, 2).contains("metrics.listen_addr=127.0.0.1:20123; "),
+            "{}",
+            options(&c, 2)
+        );
+        assert_eq!(c.metrics_address(2).as_deref(), Some("127.0.0.1:20123"));
+        c.hosts = true;
+        assert!(options(&c, 2).contains("metrics.listen_addr=10.213.0.2:9104; "));
+    }
+
+    #[test]
     fn config_file_round_trips() {
         for user in [Some("trireme".to_string()), None] {
             let mut c = config();
@@ -719,6 +776,7 @@ mod tests {
             c.sst_method = SstMethod::Trireme;
             c.sst_options = "parallel=2".to_string();
             c.server_options = "innodb_buffer_pool_size=1G".to_string();
+            c.metrics = true;
             let parsed = ClusterConfig::parse_file_text(&c.dir, &c.to_file_text()).unwrap();
             assert_eq!(parsed, c);
         }

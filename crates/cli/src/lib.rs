@@ -28,6 +28,7 @@ mod cluster;
 mod compare;
 pub mod config;
 pub mod crash_drill;
+pub mod endpoint;
 pub mod garbage;
 pub mod hosts;
 pub mod load;

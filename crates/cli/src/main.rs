@@ -205,6 +205,10 @@ struct UpArgs {
     /// --hosts), as garbd beside two data nodes.
     #[arg(long)]
     arbitrator: bool,
+    /// Every node serves Prometheus metrics at /metrics and a status page at / (Trireme's
+    /// metrics.listen_addr, on port P+103+10i, or 9104 on its host with --hosts).
+    #[arg(long)]
+    metrics: bool,
     /// Seconds each node may take to become Synced (SST included).
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     timeout: u64,
@@ -484,6 +488,7 @@ fn cluster_up(args: UpArgs) -> Result<()> {
     opts.hosts = args.hosts.then_some(true);
     opts.joiners_together = args.joiners_together;
     opts.arbitrator = args.arbitrator.then_some(true);
+    opts.metrics = args.metrics.then_some(true);
     opts.nodes = args.nodes;
     opts.provider = args.provider;
     opts.base_port = args.base_port;

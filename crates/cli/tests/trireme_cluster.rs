@@ -120,6 +120,72 @@ fn sysbench_spread_over_all_nodes(
     assert_equal_at_rest(cluster, &tables);
 }
 
+/// Conflicts named: `cert.log_conflicts` turned on at runtime on node 2 only, then sysbench
+/// updates 4 rows from all three nodes for 5 s. Node 2's log names the table and key of
+/// each conflict (node 1's, with the option off, none), and both its page and its metrics
+/// name the table.
+fn conflicts_are_named(cluster: &Cluster) {
+    cluster
+        .sql(
+            2,
+            "SET GLOBAL wsrep_provider_options = 'cert.log_conflicts = yes'",
+        )
+        .unwrap();
+    cluster.sql(1, "CREATE DATABASE conflicts").unwrap();
+    let logs_before = [log_line_count(cluster, 1), log_line_count(cluster, 2)];
+    let sockets: Vec<String> = (1..=NODES)
+        .map(|n| cluster.socket(n).display().to_string())
+        .collect();
+    let common = [
+        "oltp_update_index",
+        "--db-driver=mysql",
+        "--mysql-user=root",
+        "--mysql-db=conflicts",
+        "--tables=1",
+        "--table-size=4",
+        "--threads=6",
+    ];
+    let sysbench = |socket: &str, action: &[&str]| {
+        std::process::Command::new("timeout")
+            .args(["60", "sysbench"])
+            .args(common)
+            .arg(format!("--mysql-socket={socket}"))
+            .args(action)
+            .output()
+            .expect("sysbench runs")
+    };
+    let prepared = sysbench(&sockets[0], &["prepare"]);
+    assert!(prepared.status.success(), "sysbench prepare: {prepared:?}");
+    let run = sysbench(
+        &sockets.join(","),
+        &["--time=5", "--mysql-ignore-errors=1213", "run"],
+    );
+    assert!(run.status.success(), "sysbench run: {run:?}");
+    assert_equal_at_rest(cluster, &["conflicts.sbtest1"]);
+    let named = new_log_lines(cluster, 2, logs_before[1]);
+    assert!(
+        named
+            .lines()
+            .any(|line| line.contains("certification conflict: write-set")
+                && line.contains("on table conflicts.sbtest1 key (")),
+        "node 2's log names the conflicting table and key:\n{named}"
+    );
+    let unasked = new_log_lines(cluster, 1, logs_before[0]);
+    assert!(
+        !unasked.contains("certification conflict"),
+        "node 1 (cert.log_conflicts off) logs none:\n{unasked}"
+    );
+    let endpoint = cluster.config().metrics_address(2).expect("--metrics");
+    let page = cli::endpoint::status_json(&endpoint).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(page["conflicts"][0]["table"], "conflicts.sbtest1", "{page}");
+    let counted = cli::endpoint::scrape(&endpoint).unwrap().labelled(
+        "trireme_cert_conflicts_total",
+        "table",
+        "conflicts.sbtest1",
+    );
+    assert!(counted.is_some_and(|n| n >= 1.0), "{counted:?}");
+}
+
 /// The flow-control stop's cause, named: under load, node 3's appliers are held by a read
 /// lock on a table a write from node 1 then changes (they wait for it, as Galera's do),
 /// its queue passes the limit and it stops the group. Node 1 must name node 3 in
@@ -137,6 +203,16 @@ fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
             "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
              WHERE VARIABLE_NAME = 'WSREP_FLOW_CONTROL_PAUSED_BY'",
         )
+    };
+    let endpoint = cluster.config().metrics_address(1).expect("--metrics");
+    let page_names_node3 = || {
+        cli::endpoint::status_json(&endpoint)
+            .is_ok_and(|page| page["flow"]["paused_by"] == serde_json::json!(["node3"]))
+    };
+    let metrics_name_node3 = || {
+        cli::endpoint::scrape(&endpoint).is_ok_and(|scrape| {
+            scrape.labelled("trireme_member_pausing", "member", "node3") == Some(1.0)
+        })
     };
     // A table only the appliers write on node 3: a read lock on a table its own clients
     // write would wait for their transactions, which wait for the pause the lock causes.
@@ -177,9 +253,9 @@ fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
             .sql(1, "INSERT INTO sbtest.fc_probe VALUES (1)")
             .unwrap();
         let took = wait_for(
-            "node 1 names node3 as the pause",
+            "node 1 names node3 as the pause, in its status, its page and its metrics",
             Duration::from_secs(5),
-            || paused_by() == "node3",
+            || paused_by() == "node3" && page_names_node3() && metrics_name_node3(),
         );
         holder
             .join()
@@ -206,6 +282,59 @@ fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
             "node {node}'s log does not name node3 as the pause:\n{said}"
         );
     }
+}
+
+/// Values `SHOW STATUS` takes from the server itself, not from the provider: not served.
+const SERVER_OWN_STATUS: [&str; 5] = [
+    "wsrep_applier_thread_count",
+    "wsrep_rollbacker_thread_count",
+    "wsrep_thread_count",
+    "wsrep_local_bf_aborts",
+    "wsrep_provider_version",
+];
+/// Values that move with the clock alone, even at rest.
+const CLOCK_DRIVEN_STATUS: [&str; 2] = ["wsrep_ist_reach_seconds", "wsrep_flow_control_paused"];
+
+/// At rest, the node's `/metrics` serves every numeric `wsrep_` value `SHOW STATUS` shows
+/// (but the server's own), with the same value, and its `/status.json` the same members.
+fn the_endpoint_agrees_with_show_status(cluster: &Cluster, node: usize) {
+    let address = cluster.config().metrics_address(node).expect("--metrics");
+    let shown = value(cluster, node, "SHOW STATUS LIKE 'wsrep%'");
+    let scrape = cli::endpoint::scrape(&address).unwrap_or_else(|e| panic!("{e:#}"));
+    let mut compared = 0;
+    for line in shown.lines() {
+        let (name, text) = line.split_once('\t').unwrap_or((line, ""));
+        let Ok(number) = text.parse::<f64>() else {
+            continue;
+        };
+        if SERVER_OWN_STATUS.contains(&name) {
+            continue;
+        }
+        let served = scrape
+            .value(name)
+            .unwrap_or_else(|| panic!("node {node}: {name} = {text} is not served at /metrics"));
+        // The server shows a double with 6 significant digits.
+        if !CLOCK_DRIVEN_STATUS.contains(&name) {
+            assert!(
+                (served - number).abs() <= 1e-5 * number.abs().max(1.0),
+                "node {node}: {name} is {text} in SHOW STATUS, {served} at /metrics"
+            );
+        }
+        compared += 1;
+    }
+    assert!(
+        compared >= 50,
+        "only {compared} numeric values compared:\n{shown}"
+    );
+    let page = cli::endpoint::status_json(&address).unwrap_or_else(|e| panic!("{e:#}"));
+    let names: Vec<&str> = page["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert_eq!(names, ["node1", "node2", "node3"], "{page}");
+    assert_eq!(page["state"], "Synced", "{page}");
 }
 
 /// A write big enough that node 2 needs a while to apply it, then at once a read on node 2
@@ -268,6 +397,7 @@ fn a_three_node_cluster_on_trireme() {
     options.nodes = Some(NODES);
     options.provider = Some(provider.clone());
     options.base_port = Some(base_port);
+    options.metrics = Some(true);
     let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
     assert_all_synced(&cluster);
     assert_eq!(
@@ -359,6 +489,10 @@ fn a_three_node_cluster_on_trireme() {
         failures[0]
     );
     wait_consistent(&cluster, 120);
+    for node in [1, 3] {
+        the_endpoint_agrees_with_show_status(&cluster, node);
+    }
+    conflicts_are_named(&cluster);
     let n = value(&cluster, 3, "SELECT n FROM trireme_test.t WHERE id = 1");
     assert!(n == "1" || n == "2", "one update landed: n = {n}");
 

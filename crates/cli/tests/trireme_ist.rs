@@ -2,12 +2,15 @@
 //! from a donor's gcache; a frozen gcache keeps IST possible where a small one would not;
 //! an IST stream cut in the middle is resumed; without the freeze the joiner falls back to
 //! SST and the log says which seqno was missing where; a corrupted gcache file is recovered
-//! on restart without harm.
+//! on restart without harm. While the first IST runs under a sysbench load, headless
+//! Chromium opens the joiner's status page: it shows three members, the transfer's
+//! progress and a chart with points (its screenshot is kept in the target directory).
 
 #![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -66,6 +69,7 @@ fn ist_cluster(
     options.provider = Some(provider);
     options.base_port = Some(base_port);
     options.provider_options = provider_options.map(str::to_owned);
+    options.metrics = Some(true);
     if let Some(after) = fault_cut {
         std::env::set_var("TRIREME_FAULT_CUT_IST_AFTER", after);
     }
@@ -77,11 +81,100 @@ fn ist_cluster(
     (one, guard, cluster)
 }
 
+/// sysbench `oltp_write_only` on node 1: one table of 1,000 rows, 2 threads.
+fn sysbench(cluster: &Cluster, action: &str, extra: &[&str]) {
+    cluster
+        .sql(1, "CREATE DATABASE IF NOT EXISTS sbtest")
+        .unwrap();
+    let output = std::process::Command::new("timeout")
+        .args(["120", "sysbench", "oltp_write_only", "--db-driver=mysql"])
+        .args(["--mysql-user=root", "--mysql-db=sbtest", "--tables=1"])
+        .args(["--table-size=1000", "--threads=2"])
+        .arg(format!("--mysql-socket={}", cluster.socket(1).display()))
+        .args(extra)
+        .arg(action)
+        .output()
+        .expect("sysbench runs (scripts/install-deps.sh installs it)");
+    assert!(output.status.success(), "sysbench {action}: {output:?}");
+}
+
+/// Headless Chromium's rendering of `url` after `budget_ms` of the page's own time:
+/// `--dump-dom` for the document, or `--screenshot=PATH` for a picture.
+fn chromium(url: &str, profile: &Path, action: &str, budget_ms: u32) -> String {
+    let output = std::process::Command::new("timeout")
+        .args(["60", "chromium", "--headless", "--disable-gpu"])
+        // As root Chromium runs only without its sandbox; the page is our own.
+        .args(["--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--virtual-time-budget={budget_ms}"))
+        .arg(action)
+        .arg(url)
+        .output()
+        .expect("chromium runs (scripts/install-deps.sh installs it)");
+    assert!(output.status.success(), "chromium {action}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Once `node`'s IST is under way, Chromium opens its status page: three members, the
+/// transfer's progress, and a transactions chart with points. The screenshot goes to
+/// the target directory's `status-page-during-ist.png`.
+fn the_page_shows_the_transfer(cluster: &Cluster, node: usize) {
+    let address = cluster.config().metrics_address(node).expect("--metrics");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let page = cli::endpoint::status_json(&address);
+        if page.is_ok_and(|page| page["transfer"]["from"].is_i64()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {node} showed no IST in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://{address}/");
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status-page-during-ist.png");
+    let profiles = [
+        cluster.dir().join("chromium-dom"),
+        cluster.dir().join("chromium-shot"),
+    ];
+    let shot = format!("--screenshot={}", screenshot.display());
+    let (dom, _) = std::thread::scope(|scope| {
+        let picture = scope.spawn(|| chromium(&url, &profiles[1], &shot, 2500));
+        let dom = chromium(&url, &profiles[0], "--dump-dom", 2500);
+        (dom, picture.join().unwrap())
+    });
+    assert_eq!(
+        dom.matches("<tr data-member=").count(),
+        3,
+        "three members:\n{dom}"
+    );
+    assert!(
+        dom.contains("id=\"transfer-progress\"") && dom.contains("IST from seqno"),
+        "the transfer's progress is shown:\n{dom}"
+    );
+    let points: usize = dom
+        .split("id=\"chart-tps\"")
+        .nth(1)
+        .and_then(|rest| rest.split("data-points=\"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(points >= 2, "the tps chart has {points} points:\n{dom}");
+    let png = std::fs::read(&screenshot).unwrap_or_else(|e| panic!("{screenshot:?}: {e}"));
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "a screenshot"
+    );
+    eprintln!("status page during IST: {}", screenshot.display());
+}
+
 #[test]
 fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
     let (_one, guard, cluster) = ist_cluster(None, None);
 
-    // 50,000 write-sets while node 3 is down: it comes back by IST.
+    // 50,000 write-sets while node 3 is down: it comes back by IST, under a sysbench load,
+    // and its status page shows the transfer meanwhile.
     cluster.stop_node(3).unwrap();
     let started = Instant::now();
     commit_write_sets(&cluster, 1, 50_000);
@@ -90,9 +183,17 @@ fn a_node_rejoins_by_ist_and_survives_a_corrupt_gcache() {
         started.elapsed().as_secs_f64()
     );
     let before = log_line_count(&cluster, 3);
-    cluster
-        .start_node(3)
-        .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
+    sysbench(&cluster, "prepare", &[]);
+    std::thread::scope(|scope| {
+        let load = scope.spawn(|| sysbench(&cluster, "run", &["--time=20"]));
+        let rejoin = scope.spawn(|| cluster.start_node(3));
+        the_page_shows_the_transfer(&cluster, 3);
+        rejoin
+            .join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("node 3 rejoins: {e:#}"));
+        load.join().unwrap();
+    });
     let log = new_log_lines(&cluster, 3, before);
     assert!(
         log.contains("Receiving IST: ") && log.contains("complete:"),

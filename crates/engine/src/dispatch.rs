@@ -296,6 +296,7 @@ impl NodeEngine {
                 return;
             }
         };
+        self.note_conflict(seqno, &write_set, &verdict);
         let cached_verdict = verdict.depends_on().map_or(FAILED_CERT, |d| d.0);
         let payload_len = payload.len();
         self.hand_out(seqno, local, verdict, write_set, payload_len, applied_upto);

@@ -50,6 +50,21 @@ impl Default for TransferProgress {
     }
 }
 
+/// How far a join's state transfer has come, for people watching it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransferStanding {
+    /// The donor sends an SST (the server's snapshot); otherwise IST only.
+    pub by_sst: bool,
+    /// The position the transfer started from: the snapshot's, or the node's own state;
+    /// undefined while the snapshot has not arrived.
+    pub from: Seqno,
+    /// Everything up to here is in place or queued for the appliers.
+    pub queued_upto: Seqno,
+    /// The transfer ends here: where the donor's stream stops and the group's order takes
+    /// over (the donor's index position, or the seqno before the first delivered).
+    pub target: Seqno,
+}
+
 /// What a join does next (see [`Joining::next_step`]).
 #[derive(Debug)]
 pub enum JoinStep {
@@ -144,6 +159,19 @@ impl Joining {
         });
         self.ist_only = true;
         self.transfer.queued_upto = position;
+    }
+
+    /// How far the transfer has come.
+    pub fn standing(&self) -> TransferStanding {
+        let index_at = self.transfer.index.as_ref().map(|(position, _)| *position);
+        TransferStanding {
+            by_sst: self.transfer.by_sst,
+            from: self.received.map_or(Seqno::UNDEFINED, |r| r.seqno),
+            queued_upto: self.in_place_upto(),
+            target: index_at
+                .unwrap_or(Seqno::UNDEFINED)
+                .max(self.join_seqno.prev()),
+        }
     }
 
     /// Everything up to here is in the server or queued for its appliers: the server's

@@ -26,6 +26,7 @@ pub mod averages;
 pub mod cache;
 mod causal;
 mod commit;
+pub mod conflicts;
 mod desync;
 mod dispatch;
 mod donor;
@@ -64,7 +65,7 @@ pub use dispatch::{CertJob, Certified};
 pub use donor::{plan_donation, DonorPlan};
 pub use effects::{CacheWrite, Effect, LogLevel, OutgoingTransfer};
 pub use joiner::{RequestWait, SnapshotRefusal};
-pub use joining::Joining;
+pub use joining::{Joining, TransferStanding};
 pub use lifecycle::{AlreadyConnected, ConnectionStart};
 pub use local_trx::{GatePassage, LocalTrx, VerdictPoll};
 pub use outcome::{AbortOutcome, BfAborted, CertifyOutcome, SubmitRefusal};
@@ -186,6 +187,8 @@ pub struct NodeEngine {
     /// The last primary view, saved for a restore after a full crash (`last_view.rs`).
     pub(crate) last_view: last_view::LastViewKeeping,
     pub(crate) stats: NodeStats,
+    /// `cert.log_conflicts`: each certification conflict is logged (`conflicts.rs`).
+    pub(crate) log_conflicts: bool,
     /// The latest time the driver gave.
     pub(crate) now: Nanos,
     effects: Vec<Effect>,
@@ -237,6 +240,7 @@ impl NodeEngine {
             saved_membership,
             last_view: Default::default(),
             stats: NodeStats::new(now),
+            log_conflicts: false,
             now,
             effects: Vec::new(),
         }

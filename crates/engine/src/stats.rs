@@ -56,6 +56,8 @@ pub struct NodeStats {
     /// Streaming transactions open in the cluster, as this node's certification index
     /// tracks them, and their certified fragments.
     pub open_streams: (usize, u64),
+    /// Certification conflicts by table.
+    pub conflicts: crate::conflicts::ConflictTally,
 }
 
 impl NodeStats {
@@ -66,6 +68,7 @@ impl NodeStats {
             window: Window::new(now, 0),
             cert_index_size: 0,
             open_streams: (0, 0),
+            conflicts: Default::default(),
         }
     }
 }

@@ -40,7 +40,7 @@ mod node;
 pub use check::RaftRefusal;
 pub use config::{ConfigError, GroupConfig, QuorumOverride, MAX_WS_SIZE_DEFAULT};
 pub use node::{
-    Delivery, FlowCounters, FlowTriggers, ForcedBootstrap, GroupNode, GroupStatus, Outgoing,
-    ReceiveError, View, ViewMember, CHUNK_BYTES,
+    Delivery, FlowCounters, FlowTriggers, ForcedBootstrap, GroupNode, GroupStatus, MemberRow,
+    Outgoing, PauseLengths, ReceiveError, View, ViewMember, CHUNK_BYTES, PAUSE_BUCKET_BOUNDS_NS,
 };
 pub use state::{Contact, Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};

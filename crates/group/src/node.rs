@@ -40,7 +40,7 @@ pub use delivery::{Delivery, Outgoing, View, ViewMember};
 pub use flow::FlowTriggers;
 pub use forced::ForcedBootstrap;
 pub use receive::ReceiveError;
-pub use status::{FlowCounters, GroupStatus};
+pub use status::{FlowCounters, GroupStatus, MemberRow, PauseLengths, PAUSE_BUCKET_BOUNDS_NS};
 pub use submit::CHUNK_BYTES;
 
 use admission::Admission;

@@ -428,6 +428,15 @@ fn flow_control_pauses_ordering_and_donors_never_pause() {
         cluster.node(0).status().flow.pauses_by.get("node1"),
         Some(&1)
     );
+    let lengths = &status.flow.pause_lengths;
+    assert_eq!(lengths.count, 1, "the one pause is counted when it ends");
+    assert_eq!(lengths.sum_ns, status.flow.paused_ns);
+    let bucket = group::PAUSE_BUCKET_BOUNDS_NS
+        .iter()
+        .position(|bound| lengths.sum_ns <= *bound)
+        .unwrap();
+    assert_eq!(lengths.within[bucket], 1, "{lengths:?}");
+    assert_eq!(lengths.within.iter().sum::<u64>(), 1);
 
     // gcs.fc_limit raised at runtime: the same queue no longer pauses anyone.
     let mut relaxed = config();

@@ -74,6 +74,9 @@ pub struct ProviderOptions {
     /// `ist.recv_bind`: the address the IST receiver binds to, when it differs from
     /// `ist.recv_addr` (NAT).
     pub ist_recv_bind: Option<Endpoint>,
+    /// `metrics.listen_addr`: where the node serves Prometheus metrics and its status page
+    /// (Trireme's own option; off when unset).
+    pub metrics_listen_addr: Option<std::net::SocketAddr>,
     /// `evs.suspect_timeout`: silence after which a member is evicted.
     pub evs_suspect_timeout: Duration,
     /// `evs.inactive_timeout`: time outside any primary component after which a member
@@ -114,7 +117,7 @@ pub struct ProviderOptions {
     pub repl_commit_order: CommitOrder,
     /// `repl.causal_read_timeout`: how long a causal read waits for the node to catch up.
     pub repl_causal_read_timeout: Duration,
-    /// `cert.log_conflicts`: log the details of every certification failure.
+    /// `cert.log_conflicts`: log every certification conflict with its table and key.
     pub cert_log_conflicts: bool,
     /// `pc.bootstrap`: a request to form a new primary component from this node. The
     /// provider acts on it and clears it with [`ProviderOptions::take_pc_bootstrap`].
@@ -166,6 +169,7 @@ impl Default for ProviderOptions {
                 port: 4568,
             },
             ist_recv_bind: None,
+            metrics_listen_addr: None,
             evs_suspect_timeout: Duration::from_secs(5),
             evs_inactive_timeout: Duration::from_secs(15),
             evs_keepalive_period: Duration::from_secs(1),

@@ -38,6 +38,7 @@ fn sample(name: &str) -> &'static str {
         "gmcast.segment" => "gmcast.segment=1",
         "ist.recv_addr" => "ist.recv_addr=10.0.0.1",
         "ist.recv_bind" => "ist.recv_bind=0.0.0.0",
+        "metrics.listen_addr" => "metrics.listen_addr=127.0.0.1:9104",
         "pc.bootstrap" => "pc.bootstrap=yes",
         "pc.ignore_quorum" => "pc.ignore_quorum=yes",
         "pc.ignore_sb" => "pc.ignore_sb=yes",
@@ -115,7 +116,6 @@ fn a_no_effect_warning_names_the_option_the_value_and_the_reason() {
 fn each_listed_option_gets_its_own_reason() {
     let cases = [
         ("gmcast.segment=2", "no segment relays"),
-        ("cert.log_conflicts=on", "wsrep_local_cert_failures"),
         ("repl.commit_order=2", "always commits in the global order"),
         ("evs.inactive_timeout=PT1M", "evs.suspect_timeout"),
         ("evs.keepalive_period=PT3S", "heartbeats"),
@@ -169,7 +169,6 @@ fn runtime_changes_without_effect_warn() {
         assert_eq!(options, expected, "{text}");
     }
     let expected: BTreeSet<String> = [
-        "cert.log_conflicts",
         "evs.inactive_timeout",
         "evs.keepalive_period",
         "gcache.keep_pages_size",

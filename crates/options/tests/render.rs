@@ -163,7 +163,6 @@ fn every_galera_option_name_parses_from_the_default_listing() {
     assert_eq!(
         no_effect,
         [
-            "cert.log_conflicts",
             "evs.inactive_timeout",
             "evs.keepalive_period",
             "gmcast.segment",

@@ -224,17 +224,43 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
         let freeze = options.gcache_freeze_purge_at_seqno;
         let max_write_set_bytes = options.repl_max_ws_size;
         let isolation = options.gmcast_isolate;
+        let log_conflicts = options.cert_log_conflicts;
+        let metrics_address = options.metrics_listen_addr;
+        let metrics_tls = settings.tls.clone();
         *lock(&instance.options) = options;
-        let replicator = Replicator::new(app, settings);
+        let replicator = Arc::new(Replicator::new(app, settings));
         replicator.set_max_write_set_bytes(max_write_set_bytes);
         replicator.isolate(isolated_by(isolation));
+        replicator.set_log_conflicts(log_conflicts);
         if let Err(error) = replicator.set_freeze_purge(freeze) {
             instance.log(WSREP_LOG_WARN, &error.to_string());
         }
-        *lock(&instance.replicator) = Some(Arc::new(replicator));
+        if let Some(address) = metrics_address {
+            if let Err(error) = start_metrics(instance, &replicator, address, metrics_tls) {
+                instance.log(WSREP_LOG_ERROR, &error.to_string());
+                replicator.shutdown();
+                return WSREP_NODE_FAIL;
+            }
+        }
+        *lock(&instance.replicator) = Some(replicator);
         instance.log(WSREP_LOG_INFO, "Trireme provider initialised");
         WSREP_OK
     })
+}
+
+/// Starts the metrics endpoint `metrics.listen_addr` asks for. A failure (the port is in
+/// use) fails `init`: the DBA asked for the endpoint, and a node silently without it would
+/// be missed only when someone looks.
+fn start_metrics(
+    instance: &crate::Instance,
+    replicator: &Arc<Replicator>,
+    address: std::net::SocketAddr,
+    tls: Option<Arc<tls::TlsContext>>,
+) -> Result<(), metrics::MetricsError> {
+    let source = crate::monitoring::NodeSource::new(replicator, &replicator.node_name());
+    let server = metrics::MetricsServer::start(address, tls, Arc::new(source))?;
+    *lock(&instance.metrics) = Some(server);
+    Ok(())
 }
 
 unsafe extern "C" fn capabilities(_wsrep: *mut wsrep_t) -> wsrep_cap_t {
@@ -259,8 +285,10 @@ unsafe extern "C" fn options_set(wsrep: *mut wsrep_t, conf: *const c_char) -> ws
                 let reload_tls = options.take_ssl_reload();
                 let force_bootstrap = options.take_pc_bootstrap();
                 let weight = options.pc_weight;
+                let log_conflicts = options.cert_log_conflicts;
                 drop(options);
                 if let Some(replicator) = instance.replicator() {
+                    replicator.set_log_conflicts(log_conflicts);
                     replicator.set_max_write_set_bytes(max_write_set_bytes);
                     replicator.isolate(isolated_by(isolation));
                     if let Err(error) = replicator.reconfigure(group, causal_read_timeout) {

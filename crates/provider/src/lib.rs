@@ -15,9 +15,12 @@
 
 mod app;
 mod entry;
+mod history;
 mod log_bridge;
+mod monitoring;
 mod security;
 mod status;
+mod status_page;
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -61,6 +64,8 @@ pub(crate) struct Instance {
     pub(crate) stats: Mutex<HashMap<usize, app::StatsBlock>>,
     /// Why `wsrep_node_address` was refused at `init`; `connect` fails with it.
     pub(crate) refused_node_address: Mutex<Option<String>>,
+    /// The metrics endpoint, when `metrics.listen_addr` asks for one.
+    pub(crate) metrics: Mutex<Option<metrics::MetricsServer>>,
 }
 
 impl Instance {
@@ -72,6 +77,7 @@ impl Instance {
             app: Mutex::new(None),
             stats: Mutex::new(HashMap::new()),
             refused_node_address: Mutex::new(None),
+            metrics: Mutex::new(None),
         }
     }
 
@@ -252,6 +258,8 @@ pub(crate) fn drop_instance(ctx: *mut c_void) {
     }
     // SAFETY: ctx came from new_instance and the caller cleared every other reference.
     let instance = unsafe { Box::from_raw(ctx as *mut Instance) };
+    // First, so that no request reads the replicator while it shuts down.
+    drop(lock(&instance.metrics).take());
     let replicator = lock(&instance.replicator).take();
     if let Some(replicator) = replicator {
         replicator.shutdown();

@@ -14,6 +14,7 @@ use crate::app::{ApplyAction, LogLevel, Meta, RecvContext};
 use crate::error::ReplicatorError;
 use crate::seqno_trace::Stage;
 use crate::shared::{lock, Monitors};
+use crate::timings;
 use crate::transfer;
 use crate::Replicator;
 
@@ -182,6 +183,7 @@ impl Replicator {
         };
         let applying = Instant::now();
         let ok = self.shared.app.apply(ctx, &action, exit_loop);
+        timings::observe(&self.shared.timings.apply, applying.elapsed());
         self.shared.trace(seqno, Stage::ApplyReturned);
         if write_set.data.len() >= LARGE_WRITE_SET_BYTES {
             let message = format!(

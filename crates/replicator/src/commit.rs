@@ -2,7 +2,7 @@
 //! and the replay of brute-force aborted ones: the monitors' waits, on the server's
 //! threads, around the engine's decisions (`engine::commit`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base::Seqno;
 use engine::{BfAborted, GatePassage, ReleaseOutcome};
@@ -11,6 +11,7 @@ use crate::app::{ApplyAction, LogLevel, RecvContext};
 use crate::error::ReplicatorError;
 use crate::seqno_trace::Stage;
 use crate::shared::lock;
+use crate::timings;
 use crate::Replicator;
 
 /// A commit that waits this long for its turn is reported in the error log, with what is
@@ -22,6 +23,7 @@ impl Replicator {
     pub fn commit_order_enter(&self, seqno: Seqno) -> Result<(), BfAborted> {
         let monitors = self.monitors();
         self.shared.trace(seqno, Stage::CommitAsked);
+        let asked = Instant::now();
         let last_committed = monitors.commit.last_left();
         lock(&self.shared.inner)
             .engine
@@ -33,6 +35,7 @@ impl Replicator {
             {
                 Ok(()) => {
                     self.shared.trace(seqno, Stage::CommitEntered);
+                    timings::observe(&self.shared.timings.commit_wait, asked.elapsed());
                     return Ok(());
                 }
                 Err(order::EnterError::Interrupted(_)) => return Err(BfAborted(seqno)),

@@ -14,6 +14,7 @@ use crate::app::LogLevel;
 use crate::applier::LARGE_WRITE_SET_BYTES;
 use crate::seqno_trace::Stage;
 use crate::shared::{lock, Shared};
+use crate::timings;
 
 /// How often the engine ticks when no delivery comes.
 const TICK_EVERY: Duration = Duration::from_millis(50);
@@ -116,6 +117,7 @@ fn on_write_set(
     let bytes = job.len();
     let certified = job.run();
     let took = started.elapsed();
+    timings::observe(&shared.timings.certification, took);
     let (pending, waiter) = {
         let mut inner = lock(&shared.inner);
         inner.engine.finish_write_set(certified);

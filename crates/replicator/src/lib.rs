@@ -49,6 +49,7 @@ mod seqno_trace;
 mod settings;
 mod shared;
 mod status;
+mod timings;
 mod toi;
 mod transfer;
 mod vote;
@@ -60,13 +61,15 @@ pub use app::{
 pub use base::grastate::SavedState;
 pub use base::FreezePurge;
 pub use engine::ist::IstError;
-pub use engine::{AbortOutcome, BfAborted, CacheReach, CertifyOutcome};
+pub use engine::{AbortOutcome, BfAborted, CacheReach, CertifyOutcome, TransferStanding};
 pub use error::ReplicatorError;
 pub use gcache::GcacheConfig;
+pub use group::{MemberRow, PauseLengths, PAUSE_BUCKET_BOUNDS_NS};
 pub use local_trx::DEFAULT_MAX_WRITE_SET_BYTES;
 pub use seqno_trace::{TRACE_CAPACITY, TRACE_DIR_VARIABLE};
 pub use settings::{parse_cluster_address, Settings, DEFAULT_GROUP_PORT};
-pub use status::{ApplyStatus, FlowStatus, QueueStatus, Status, Totals};
+pub use status::{ApplyStatus, FlowStatus, QueueStatus, Status, Totals, CONFLICT_TABLES_SHOWN};
+pub use timings::TIMING_BUCKETS_SECONDS;
 
 /// One node's replication.
 pub struct Replicator {

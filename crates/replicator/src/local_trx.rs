@@ -16,6 +16,7 @@ use transport::RunnerHandle;
 use crate::error::ReplicatorError;
 use crate::seqno_trace::Stage;
 use crate::shared::{lock, Inner, VerdictWaiter};
+use crate::timings;
 use crate::Replicator;
 
 /// A local transaction waiting for its verdict looks again after this long even if nothing
@@ -140,9 +141,9 @@ impl Replicator {
                     if waited && !waiter.given.load(Ordering::Relaxed) {
                         shared.verdicts_found_late.fetch_add(1, Ordering::Relaxed);
                     }
-                    inner
-                        .engine
-                        .record_replication_latency(submitted.sent_at.elapsed());
+                    let took = submitted.sent_at.elapsed();
+                    inner.engine.record_replication_latency(took);
+                    timings::observe(&shared.timings.replication, took);
                     break Some((seqno, verdict));
                 }
                 VerdictPoll::NotOrdered => break None,

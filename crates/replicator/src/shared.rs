@@ -20,6 +20,7 @@ use crate::local_trx::DEFAULT_MAX_WRITE_SET_BYTES;
 use crate::persisted::FileStateStore;
 use crate::seqno_trace::{SeqnoTrace, Stage};
 use crate::settings::Settings;
+use crate::timings::PipelineTimings;
 use crate::transfer;
 
 pub(crate) struct Monitors {
@@ -105,6 +106,8 @@ pub(crate) struct Shared {
     pub(crate) senders: Mutex<Vec<JoinHandle<()>>>,
     /// Each seqno's way through this node, when profiling asks for it (`seqno_trace.rs`).
     pub(crate) seqno_trace: Option<SeqnoTrace>,
+    /// How long each step of the pipeline takes, for the metrics endpoint.
+    pub(crate) timings: PipelineTimings,
     /// The engine's clock starts here.
     started: Instant,
 }
@@ -142,6 +145,7 @@ impl Shared {
             cache_failed: AtomicBool::new(false),
             senders: Mutex::new(Vec::new()),
             seqno_trace: SeqnoTrace::from_environment(&settings.node_name),
+            timings: PipelineTimings::new(),
             started: Instant::now(),
             settings,
         }

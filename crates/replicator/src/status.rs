@@ -2,14 +2,20 @@
 //! from the node's state and its group member's. The provider gives each field its wsrep
 //! name and type, in one place; nothing here is text meant to be parsed back.
 
+use std::collections::BTreeMap;
+
 use base::{Nanos, NodeState, Seqno, Uuid};
 use engine::averages::{Sampled, Window};
 use engine::{CacheReach, NodeEngine};
-use group::GroupStatus;
+use group::{GroupStatus, PauseLengths};
 
 use crate::app::MemberOut;
 use crate::shared::lock;
 use crate::Replicator;
+
+/// How many of the tables with the most conflicts the status lists.
+pub const CONFLICT_TABLES_SHOWN: usize = 20;
+const _: () = assert!(CONFLICT_TABLES_SHOWN <= engine::conflicts::CONFLICT_TABLES_KEPT);
 
 /// A queue's length now, and its extremes and mean since the last reset.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -53,6 +59,10 @@ pub struct FlowStatus {
     /// The names of the members whose stop holds the pause now, comma separated (empty
     /// when none).
     pub paused_by: String,
+    /// Pauses started since the node started, by the member whose stop began them.
+    pub pauses_by: BTreeMap<String, u64>,
+    /// How long the finished pauses lasted.
+    pub pause_lengths: PauseLengths,
 }
 
 /// How the certification index and the appliers are doing (averages since the last reset).
@@ -156,6 +166,13 @@ pub struct Status {
     pub apply: ApplyStatus,
     /// What the gcache holds: how far back IST can reach.
     pub cache: CacheReach,
+    /// The tables certification conflicts were found on, most first, with their counts
+    /// since the node started (at most [`CONFLICT_TABLES_SHOWN`]).
+    pub conflicts_by_table: Vec<(String, u64)>,
+    /// This node's incoming state transfer, while it joins.
+    pub transfer: Option<engine::TransferStanding>,
+    /// Every member of the view as the group's ordered state knows it.
+    pub member_rows: Vec<group::MemberRow>,
     /// Local transactions open.
     pub open_transactions: u64,
     /// Client connections with an open transaction or TOI statement.
@@ -182,6 +199,22 @@ impl Replicator {
             .map_or(0, |r| r.status().flow.paused_ns);
         let now = self.shared.now();
         lock(&self.shared.inner).engine.reset_stats(now, paused_ns);
+    }
+
+    /// `cert.log_conflicts`: whether each certification conflict is logged with its table
+    /// and key.
+    pub fn set_log_conflicts(&self, on: bool) {
+        lock(&self.shared.inner).engine.set_log_conflicts(on);
+    }
+
+    /// `wsrep_node_name`.
+    pub fn node_name(&self) -> String {
+        self.shared.settings.node_name.clone()
+    }
+
+    /// The pipeline's timing histograms, for the metrics endpoint.
+    pub fn timing_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        self.shared.timings.families()
     }
 
     /// The node's status now.
@@ -222,6 +255,9 @@ impl Replicator {
             flow: flow(group.as_ref(), window, now),
             apply: apply(engine),
             cache,
+            conflicts_by_table: stats.conflicts.hottest(CONFLICT_TABLES_SHOWN),
+            transfer: engine.joining().map(|joining| joining.standing()),
+            member_rows: group.as_ref().map_or(Vec::new(), |g| g.member_rows.clone()),
             open_transactions: engine.open_transactions() as u64,
             open_connections: engine.open_connections() as u64,
             streaming_transactions: stats.open_streams.0 as u64,
@@ -264,6 +300,8 @@ fn flow(group: Option<&GroupStatus>, window: &Window, now: Nanos) -> FlowStatus 
         active: group.paused,
         requested: group.stop_requested,
         paused_by: group.paused_by.join(","),
+        pauses_by: group.flow.pauses_by.clone(),
+        pause_lengths: group.flow.pause_lengths.clone(),
     }
 }
 

@@ -82,6 +82,13 @@ impl TlsContext {
         stream::connect(self.loaded().client.clone(), tcp, peer)
     }
 
+    /// The server side's configuration now (after the latest reload), for servers that run
+    /// their own handshake, such as the metrics endpoint: it asks for a client certificate
+    /// signed by the node's CA, as a node's peers do.
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        Arc::clone(&self.loaded().server)
+    }
+
     /// Runs the server side of the handshake over an accepted socket (whose timeouts bound
     /// the handshake). A peer that speaks plaintext is named as such.
     pub fn accept(&self, tcp: TcpStream, peer: &str) -> Result<Stream, HandshakeError> {

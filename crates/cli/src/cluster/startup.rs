@@ -28,6 +28,7 @@ impl Cluster {
             server_options: opts.server_options.clone().unwrap_or_default(),
             hosts: opts.hosts.unwrap_or(false),
             arbitrator: opts.arbitrator.unwrap_or(false),
+            metrics: opts.metrics.unwrap_or(false),
         };
         if config.sst_method == SstMethod::Trireme {
             sst_script_dir()?;
@@ -487,6 +488,11 @@ fn refuse_changed_options(dir: &Path, config: &ClusterConfig, opts: &UpOptions) 
             "--arbitrator",
             opts.arbitrator.map(|v| v.to_string()),
             config.arbitrator.to_string(),
+        ),
+        (
+            "--metrics",
+            opts.metrics.map(|v| v.to_string()),
+            config.metrics.to_string(),
         ),
     ];
     for (flag, given, recorded) in conflicts {

@@ -202,7 +202,9 @@ impl GroupNode {
         match (self.state.is_paused(), self.flow.paused_since) {
             (true, None) => self.flow.paused_since = Some(self.now),
             (false, Some(since)) => {
-                self.flow.counters.paused_ns += self.now.since(since);
+                let length = self.now.since(since);
+                self.flow.counters.paused_ns += length;
+                self.flow.counters.pause_lengths.record(length);
                 self.flow.paused_since = None;
                 self.flow.pause_logged = false;
             }

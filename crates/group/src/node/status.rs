@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use base::{Seqno, Uuid};
+use base::{NodeState, Seqno, Uuid};
 use raft::StateRole;
 
 use super::GroupNode;
@@ -21,6 +21,54 @@ pub struct FlowCounters {
     pub paused_ns: u64,
     /// Pauses started, by the name of the member that caused them.
     pub pauses_by: BTreeMap<String, u64>,
+    /// How long the finished pauses lasted.
+    pub pause_lengths: PauseLengths,
+}
+
+/// The upper bounds, in nanoseconds, of the pause-length buckets: from the few
+/// milliseconds a busy follower's stop lasts to the seconds of a frozen node.
+pub const PAUSE_BUCKET_BOUNDS_NS: [u64; 8] = [
+    1_000_000,
+    5_000_000,
+    25_000_000,
+    100_000_000,
+    500_000_000,
+    2_000_000_000,
+    10_000_000_000,
+    60_000_000_000,
+];
+const _: () = {
+    let mut i = 1;
+    while i < PAUSE_BUCKET_BOUNDS_NS.len() {
+        assert!(PAUSE_BUCKET_BOUNDS_NS[i - 1] < PAUSE_BUCKET_BOUNDS_NS[i]);
+        i += 1;
+    }
+};
+
+/// A histogram of finished flow-control pauses (for the metrics endpoint).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PauseLengths {
+    /// Pauses no longer than each bound of [`PAUSE_BUCKET_BOUNDS_NS`] (not cumulative; longer
+    /// pauses are only in `count`).
+    pub within: [u64; PAUSE_BUCKET_BOUNDS_NS.len()],
+    /// Finished pauses.
+    pub count: u64,
+    /// Their total length.
+    pub sum_ns: u64,
+}
+
+impl PauseLengths {
+    /// Counts a pause that lasted `length_ns`.
+    pub fn record(&mut self, length_ns: u64) {
+        if let Some(bucket) = PAUSE_BUCKET_BOUNDS_NS
+            .iter()
+            .position(|bound| length_ns <= *bound)
+        {
+            self.within[bucket] += 1;
+        }
+        self.count += 1;
+        self.sum_ns = self.sum_ns.saturating_add(length_ns);
+    }
 }
 
 /// A snapshot of the member's situation, for status variables.
@@ -63,6 +111,26 @@ pub struct GroupStatus {
     /// This member's ordered `pc.weight` once the quorum follows it (see
     /// `GroupNode::weight_in_force`).
     pub weight_in_force: Option<u8>,
+    /// Every member of the view as the ordered state knows it, in name order (empty
+    /// outside one).
+    pub member_rows: Vec<MemberRow>,
+}
+
+/// One member as the group's ordered state knows it: what a status page lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberRow {
+    /// `wsrep_node_name`.
+    pub name: String,
+    /// Where clients reach it.
+    pub incoming: String,
+    /// The node state it last announced.
+    pub state: NodeState,
+    /// The last seqno it reported committed.
+    pub committed: Seqno,
+    /// The oldest seqno its write-set cache holds (how far back it can serve IST).
+    pub cached_from: Seqno,
+    /// Its flow-control stop holds the group paused now.
+    pub pausing: bool,
 }
 
 impl GroupNode {
@@ -98,7 +166,34 @@ impl GroupNode {
             log_entries: self.raw.store().len(),
             saved_membership: self.saved_membership(),
             weight_in_force: self.weight_in_force(),
+            member_rows: if self.member {
+                self.member_rows()
+            } else {
+                Vec::new()
+            },
         }
+    }
+
+    fn member_rows(&self) -> Vec<MemberRow> {
+        let state = &self.state;
+        let mut rows: Vec<MemberRow> = state
+            .members
+            .iter()
+            .map(|(id, record)| MemberRow {
+                name: record.info.name.clone(),
+                incoming: record.info.incoming.clone(),
+                state: record.state,
+                committed: state.committed.get(id).copied().unwrap_or(Seqno::UNDEFINED),
+                cached_from: state
+                    .cached_from
+                    .get(id)
+                    .copied()
+                    .unwrap_or(Seqno::UNDEFINED),
+                pausing: state.paused_by.contains(id),
+            })
+            .collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        rows
     }
 
     /// The Raft voters of this member's configuration: the members whose majority orders

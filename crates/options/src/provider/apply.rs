@@ -13,6 +13,8 @@ pub(super) const MAX_WS_SIZE_FORM: &str =
 pub(super) const PORT_FORM: &str = "a port number from 1 to 65535";
 pub(super) const HOST_FORM: &str = "a host name or IP address other than 0.0.0.0 or ::";
 pub(super) const ENDPOINT_FORM: &str = "an address [tcp:// or ssl://]host[:port]";
+pub(super) const LISTEN_ADDR_FORM: &str =
+    "an IP address and port such as 127.0.0.1:9104, or empty for off";
 pub(super) const BYTE_FORM: &str = "an integer from 0 to 255";
 pub(super) const PATH_FORM: &str = "a non-empty path";
 pub(super) const DURATION_FORM: &str = "a positive ISO 8601 duration such as PT1S";
@@ -182,6 +184,12 @@ impl ProviderOptions {
             Setting::GmcastSegment => self.gmcast_segment = byte()?,
             Setting::IstRecvAddr => explicit.ist_recv_addr = endpoint()?,
             Setting::IstRecvBind => explicit.ist_recv_bind = endpoint()?,
+            Setting::MetricsListenAddr => {
+                self.metrics_listen_addr = match value.trim() {
+                    "" => None,
+                    text => Some(text.parse().map_err(|_| bad(LISTEN_ADDR_FORM))?),
+                };
+            }
             Setting::PcBootstrap => self.pc_bootstrap = boolean()?,
             Setting::PcIgnoreQuorum => self.pc_ignore_quorum = boolean()?,
             Setting::PcIgnoreSb => self.pc_ignore_sb = boolean()?,

@@ -41,6 +41,10 @@ impl ProviderOptions {
                 .as_ref()
                 .map(Endpoint::to_string)
                 .unwrap_or_default(),
+            Setting::MetricsListenAddr => self
+                .metrics_listen_addr
+                .map(|addr| addr.to_string())
+                .unwrap_or_default(),
             Setting::PcBootstrap => true_false(self.pc_bootstrap).to_owned(),
             Setting::PcIgnoreQuorum => true_false(self.pc_ignore_quorum).to_owned(),
             Setting::PcIgnoreSb => true_false(self.pc_ignore_sb).to_owned(),

@@ -40,6 +40,7 @@ pub(super) enum Setting {
     GmcastSegment,
     IstRecvAddr,
     IstRecvBind,
+    MetricsListenAddr,
     PcBootstrap,
     PcIgnoreQuorum,
     PcIgnoreSb,
@@ -58,7 +59,7 @@ pub(super) enum Setting {
 }
 
 impl Setting {
-    pub(super) const ALL: [Setting; 40] = [
+    pub(super) const ALL: [Setting; 41] = [
         Setting::BaseDir,
         Setting::BaseHost,
         Setting::BasePort,
@@ -84,6 +85,7 @@ impl Setting {
         Setting::GmcastSegment,
         Setting::IstRecvAddr,
         Setting::IstRecvBind,
+        Setting::MetricsListenAddr,
         Setting::PcBootstrap,
         Setting::PcIgnoreQuorum,
         Setting::PcIgnoreSb,
@@ -128,6 +130,7 @@ impl Setting {
             Setting::GmcastSegment => "gmcast.segment",
             Setting::IstRecvAddr => "ist.recv_addr",
             Setting::IstRecvBind => "ist.recv_bind",
+            Setting::MetricsListenAddr => "metrics.listen_addr",
             Setting::PcBootstrap => "pc.bootstrap",
             Setting::PcIgnoreQuorum => "pc.ignore_quorum",
             Setting::PcIgnoreSb => "pc.ignore_sb",
@@ -183,6 +186,7 @@ impl Setting {
             | Setting::GmcastSegment
             | Setting::IstRecvAddr
             | Setting::IstRecvBind
+            | Setting::MetricsListenAddr
             | Setting::PcRecovery
             | Setting::ReplCommitOrder
             | Setting::SocketSsl
@@ -216,7 +220,6 @@ impl Setting {
     /// the field before changing an entry here.
     pub(super) fn startup_effect(self) -> Effect {
         match self {
-            Setting::CertLogConflicts => Effect::NoEffect(NO_CONFLICT_LOG),
             Setting::EvsInactiveTimeout => Effect::NoEffect(NO_INACTIVE_TIMER),
             Setting::EvsKeepalivePeriod => Effect::NoEffect(HEARTBEATS_ARE_KEEPALIVES),
             Setting::GmcastSegment => Effect::NoEffect(NO_SEGMENTS),
@@ -225,6 +228,7 @@ impl Setting {
             Setting::BaseDir
             | Setting::BaseHost
             | Setting::BasePort
+            | Setting::CertLogConflicts
             | Setting::EvsSuspectTimeout
             | Setting::GcacheDir
             | Setting::GcacheFreezePurgeAtSeqno
@@ -243,6 +247,7 @@ impl Setting {
             | Setting::GmcastListenAddr
             | Setting::IstRecvAddr
             | Setting::IstRecvBind
+            | Setting::MetricsListenAddr
             | Setting::PcBootstrap
             | Setting::PcIgnoreQuorum
             | Setting::PcIgnoreSb
@@ -277,9 +282,6 @@ impl Setting {
 }
 
 // Why an option has no effect, in the words of the domain. `docs/options.md` shows them too.
-pub(super) const NO_CONFLICT_LOG: &str =
-    "Trireme does not log certification conflicts one by one: \
-     wsrep_local_cert_failures counts them and each is traced at debug level";
 pub(super) const NO_INACTIVE_TIMER: &str = "Trireme has no separate inactivity timer: the primary \
      component evicts a silent member after evs.suspect_timeout, and an evicted member \
      rejoins as a new one once it learns of it (the value must still be at least \

@@ -17,7 +17,11 @@ fn keys_are_sorted_unique_and_named_consistently() {
 
 #[test]
 fn every_implemented_option_is_a_galera_option_or_trireme_s_own() {
-    let trireme_only = ["gcache.keep_seconds", "gcache.max_disk_bytes"];
+    let trireme_only = [
+        "gcache.keep_seconds",
+        "gcache.max_disk_bytes",
+        "metrics.listen_addr",
+    ];
     for name in implemented_options() {
         assert!(
             galera::lookup(name).is_some() || trireme_only.contains(&name),
