@@ -15,4 +15,8 @@ echo "==> building the workspace (release)"
 cargo build --release --workspace
 
 echo "==> starting a local 3-node MariaDB cluster on Trireme"
-exec target/release/trireme cluster up --nodes 3 "$@"
+# A new cluster gets each node's metrics endpoint and status page; an existing one restarts
+# as it was made.
+metrics=()
+[ -e "${TRIREME_CLUSTER_DIR:-trireme-cluster}/trireme-cluster.conf" ] || metrics=(--metrics)
+exec target/release/trireme cluster up --nodes 3 "${metrics[@]}" "$@"

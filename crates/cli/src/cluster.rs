@@ -21,7 +21,7 @@ use crate::sys::{self, wait_until};
 mod arbitrator;
 mod locate;
 mod startup;
-mod status;
+pub(crate) mod status;
 #[cfg(test)]
 mod tests;
 

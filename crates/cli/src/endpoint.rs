@@ -16,7 +16,8 @@ pub fn get(address: &str, path: &str) -> Result<String> {
         .build()
         .get(&url)
         .call()
-        .with_context(|| format!("GET {url}"))?;
+        // ureq's error names the URL.
+        .map_err(anyhow::Error::from)?;
     response
         .into_string()
         .with_context(|| format!("GET {url}: reading the body"))

@@ -24,7 +24,7 @@
 
 pub mod bank;
 pub mod campaign;
-mod cluster;
+pub(crate) mod cluster;
 mod compare;
 pub mod config;
 pub mod crash_drill;
@@ -33,6 +33,7 @@ pub mod garbage;
 pub mod hosts;
 pub mod load;
 pub mod net_load;
+pub mod remote_status;
 mod row_diff;
 pub mod soak;
 mod sys;

@@ -56,6 +56,26 @@ enum Top {
     /// position --wsrep-recover finds, none told to bootstrap), round after round; then
     /// checks the bank on every node. Exits 1 on a problem.
     CrashDrill(CrashDrillArgs),
+    /// The cluster table of any cluster, read from nodes' metrics endpoints
+    /// (metrics.listen_addr) or over SQL. A node read by its endpoint also lists the
+    /// members its group knows. Exits 1 if a node named could not be read.
+    Status(StatusArgs),
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    /// A node's metrics endpoint, host:port (repeat for more nodes).
+    #[arg(long = "metrics", value_name = "HOST:PORT")]
+    metrics: Vec<String>,
+    /// A node's SQL port, host:port (repeat for more nodes).
+    #[arg(long = "sql", value_name = "HOST:PORT")]
+    sql: Vec<String>,
+    /// The account --sql reads status as.
+    #[arg(long, default_value = "root")]
+    user: String,
+    /// Its password [default: $MYSQL_PWD, else none].
+    #[arg(long, env = "MYSQL_PWD", default_value = "", hide_env_values = true)]
+    password: String,
 }
 
 #[derive(Args)]
@@ -375,6 +395,28 @@ impl SignalArg {
     }
 }
 
+/// `trireme status`: reads the nodes named and prints the table.
+fn remote_status(args: StatusArgs) -> Result<ExitCode> {
+    use cli::remote_status::{format_remote_table, read, NodeAddress};
+    if args.metrics.is_empty() && args.sql.is_empty() {
+        bail!("name at least one node: --metrics HOST:PORT or --sql HOST:PORT");
+    }
+    let mut nodes: Vec<NodeAddress> = args.metrics.into_iter().map(NodeAddress::Metrics).collect();
+    nodes.extend(args.sql.into_iter().map(|address| NodeAddress::Sql {
+        address,
+        user: args.user.clone(),
+        password: args.password.clone(),
+    }));
+    let rows = read(&nodes);
+    print!("{}", format_remote_table(&rows));
+    let failed = rows.iter().any(|row| row.error.is_some());
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
@@ -394,6 +436,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Top::Soak(args) => return soak(args),
         Top::Campaign(args) => return campaign(args),
         Top::CrashDrill(args) => return crash_drill(args),
+        Top::Status(args) => return remote_status(args),
     };
     match command {
         ClusterCommand::Up(args) => cluster_up(args)?,

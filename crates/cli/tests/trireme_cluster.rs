@@ -1,6 +1,13 @@
 //! Real MariaDB on Trireme: three `mariadbd` processes load `libtrireme.so` (built next to
 //! this test), form a cluster, and the test checks what a Galera user relies on:
+//! - every node lists every member with its client address, in `wsrep_incoming_addresses`
+//!   and in the member list handed to `wsrep_notify_cmd`;
 //! - DDL and DML on every node reach the others, with equal `CHECKSUM TABLE`;
+//! - at rest, each node's metrics endpoint serves every numeric `wsrep_` value `SHOW STATUS`
+//!   shows, with the same value, and its page data the three members; `trireme status`
+//!   reads the cluster from node 1's endpoint and node 2's SQL port;
+//! - `cert.log_conflicts`, turned on at runtime on node 2, logs the table and key of each
+//!   conflict of a conflict-heavy sysbench run, and node 2's page and metrics name the table;
 //! - a row changed on one node alone is named by the comparison at rest (its key, and the
 //!   row as each node has it);
 //! - two nodes updating the same row at once: exactly one commits, the other client gets
@@ -12,7 +19,8 @@
 //! - sysbench write-only spread over the three nodes ends with no error but deadlocks, and
 //!   equal checksums; meanwhile node 3's appliers, held for a while by `FLUSH TABLES ...
 //!   WITH READ LOCK` on one table, make it pause the cluster, and within 2 s node 1 names it
-//!   in `wsrep_flow_control_paused_by`, and both nodes' logs name it;
+//!   in `wsrep_flow_control_paused_by`, on its page and in its metrics, and both nodes'
+//!   logs name it;
 //! - `SET GLOBAL wsrep_provider_options` changes flow control at runtime and refuses a
 //!   bad value;
 //! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
@@ -284,6 +292,61 @@ fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
     }
 }
 
+/// A `wsrep_notify_cmd` for every node that appends its arguments to a file it returns
+/// (both in `dir`, outside the cluster's directory).
+fn notify_command(dir: &std::path::Path, options: &mut UpOptions) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = dir.join("notify.sh");
+    let notified = dir.join("notify.log");
+    let text = format!("#!/bin/sh\necho \"$*\" >> {}\n", notified.display());
+    std::fs::write(&script, text).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The servers run as another user: they must be able to append.
+    std::fs::write(&notified, "").unwrap();
+    std::fs::set_permissions(&notified, std::fs::Permissions::from_mode(0o666)).unwrap();
+    options.server_options = Some(format!("wsrep_notify_cmd={}", script.display()));
+    notified
+}
+
+/// What ProxySQL, MaxScale and notify scripts read names every member with the address its
+/// clients use: `wsrep_incoming_addresses` on each node, and the member list handed to
+/// `wsrep_notify_cmd` (`uuid/name/address` each).
+fn every_member_is_listed_as_the_ecosystem_reads_it(cluster: &Cluster, notified: &std::path::Path) {
+    let mut expected: Vec<String> = (1..=NODES)
+        .map(|n| format!("node{n}/127.0.0.1:{}", cluster.config().ports(n).sql))
+        .collect();
+    expected.sort();
+    let addresses: Vec<String> = expected
+        .iter()
+        .map(|e| e.split_once('/').unwrap().1.to_owned())
+        .collect();
+    for node in 1..=NODES {
+        let shown = value(cluster, node, "SHOW STATUS LIKE 'wsrep_incoming_addresses'");
+        let mut listed: Vec<&str> = shown.split('\t').nth(1).unwrap_or("").split(',').collect();
+        listed.sort_unstable();
+        assert_eq!(listed, addresses, "node{node}'s wsrep_incoming_addresses");
+    }
+    let members_of = |line: &str| -> Vec<String> {
+        let list = line.split("--members ").nth(1).unwrap_or("");
+        let list = list.split_whitespace().next().unwrap_or("");
+        let mut members: Vec<String> = list
+            .split(',')
+            .filter_map(|m| m.split_once('/').map(|(_, rest)| rest.to_owned()))
+            .collect();
+        members.sort();
+        members
+    };
+    wait_for(
+        "a notification lists the three members",
+        Duration::from_secs(10),
+        || {
+            let text = std::fs::read_to_string(notified).unwrap_or_default();
+            text.lines().any(|line| members_of(line) == expected)
+        },
+    );
+}
+
 /// Values `SHOW STATUS` takes from the server itself, not from the provider: not served.
 const SERVER_OWN_STATUS: [&str; 5] = [
     "wsrep_applier_thread_count",
@@ -335,6 +398,31 @@ fn the_endpoint_agrees_with_show_status(cluster: &Cluster, node: usize) {
         .collect();
     assert_eq!(names, ["node1", "node2", "node3"], "{page}");
     assert_eq!(page["state"], "Synced", "{page}");
+}
+
+/// `trireme status` for a cluster it did not start: node 1 read by its endpoint, node 2 over
+/// SQL, node 3 known only from node 1's member list.
+fn trireme_status_reads_any_cluster(cluster: &Cluster) {
+    use cli::remote_status::{format_remote_table, read, NodeAddress};
+    let config = cluster.config();
+    let rows = read(&[
+        NodeAddress::Metrics(config.metrics_address(1).expect("--metrics")),
+        NodeAddress::Sql {
+            address: format!("127.0.0.1:{}", config.ports(2).sql),
+            user: "root".into(),
+            password: String::new(),
+        },
+    ]);
+    let table = format_remote_table(&rows);
+    let names: Vec<&str> = rows.iter().map(|row| row.name.as_str()).collect();
+    assert_eq!(names, ["node1", "node2", "node3"], "{table}");
+    for row in &rows {
+        assert_eq!(row.error, None, "{table}");
+        assert_eq!(row.vars["wsrep_local_state_comment"], "Synced", "{table}");
+    }
+    assert_eq!(rows[0].vars["wsrep_cluster_size"], "3", "{table}");
+    assert_eq!(rows[1].vars["wsrep_cluster_size"], "3", "{table}");
+    assert_eq!(rows[2].source, "(member list)", "{table}");
 }
 
 /// A write big enough that node 2 needs a while to apply it, then at once a read on node 2
@@ -398,8 +486,14 @@ fn a_three_node_cluster_on_trireme() {
     options.provider = Some(provider.clone());
     options.base_port = Some(base_port);
     options.metrics = Some(true);
+    let notify_dir = tempfile::Builder::new()
+        .prefix("trireme-notify-")
+        .tempdir()
+        .unwrap();
+    let notified = notify_command(notify_dir.path(), &mut options);
     let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
     assert_all_synced(&cluster);
+    every_member_is_listed_as_the_ecosystem_reads_it(&cluster, &notified);
     assert_eq!(
         value(&cluster, 1, "SELECT @@wsrep_provider"),
         provider.display().to_string()
@@ -492,6 +586,7 @@ fn a_three_node_cluster_on_trireme() {
     for node in [1, 3] {
         the_endpoint_agrees_with_show_status(&cluster, node);
     }
+    trireme_status_reads_any_cluster(&cluster);
     conflicts_are_named(&cluster);
     let n = value(&cluster, 3, "SELECT n FROM trireme_test.t WHERE id = 1");
     assert!(n == "1" || n == "2", "one update landed: n = {n}");

@@ -109,19 +109,7 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
             streaming_cell(row),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| table.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in &table {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
+    let mut out = aligned(&table);
     for row in rows {
         if let Some(e) = &row.error {
             out.push_str(&format!("node{}: {e}\n", row.node));
@@ -129,6 +117,25 @@ pub fn format_status_table(rows: &[NodeStatus]) -> String {
         if let Some(progress) = &row.sst_progress {
             out.push_str(&format!("node{}: {progress}\n", row.node));
         }
+    }
+    out
+}
+
+/// The rows of `table` (header first) in columns as wide as their widest cell.
+pub(crate) fn aligned(table: &[Vec<String>]) -> String {
+    let columns = table.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| table.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in table {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
     }
     out
 }
