@@ -122,8 +122,13 @@ fn the_page_shows_the_transfer(cluster: &Cluster, node: usize) {
     let address = cluster.config().metrics_address(node).expect("--metrics");
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
+        // The IST under way, and the node's own samples enough for a chart (one a second
+        // since the provider started: an IST that begins at once would have too few).
         let page = cli::endpoint::status_json(&address);
-        if page.is_ok_and(|page| page["transfer"]["from"].is_i64()) {
+        if page.is_ok_and(|page| {
+            page["transfer"]["from"].is_i64()
+                && page["samples"].as_array().is_some_and(|s| s.len() >= 3)
+        }) {
             break;
         }
         assert!(
