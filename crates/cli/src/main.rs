@@ -76,6 +76,16 @@ struct StatusArgs {
     /// Its password [default: $MYSQL_PWD, else none].
     #[arg(long, env = "MYSQL_PWD", default_value = "", hide_env_values = true)]
     password: String,
+    /// For endpoints of nodes with socket.ssl on: a certificate signed by the cluster's CA
+    /// (a node's will do), with --ssl-key and --ssl-ca.
+    #[arg(long, value_name = "PEM", requires_all = ["ssl_key", "ssl_ca"])]
+    ssl_cert: Option<PathBuf>,
+    /// The key of --ssl-cert.
+    #[arg(long, value_name = "PEM", requires = "ssl_cert")]
+    ssl_key: Option<PathBuf>,
+    /// The cluster's CA, which the nodes' certificates must chain to.
+    #[arg(long, value_name = "PEM", requires = "ssl_cert")]
+    ssl_ca: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -407,7 +417,23 @@ fn remote_status(args: StatusArgs) -> Result<ExitCode> {
         user: args.user.clone(),
         password: args.password.clone(),
     }));
-    let rows = read(&nodes);
+    let reader = match (args.ssl_cert, args.ssl_key) {
+        (Some(cert), Some(key)) => {
+            let files = tls::TlsFiles {
+                key,
+                cert,
+                ca: args.ssl_ca,
+                password_file: None,
+                cipher: None,
+                labels: tls::Labels::CLI,
+            };
+            let context =
+                tls::TlsContext::load(files).context("--ssl-cert, --ssl-key, --ssl-ca")?;
+            cli::endpoint::Reader::tls(&context)
+        }
+        _ => cli::endpoint::Reader::plain(),
+    };
+    let rows = read(&nodes, &reader);
     print!("{}", format_remote_table(&rows));
     let failed = rows.iter().any(|row| row.error.is_some());
     Ok(if failed {

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use mysql::prelude::Queryable;
 
 use crate::cluster::status::aligned;
-use crate::endpoint;
+use crate::endpoint::Reader;
 
 /// How long connecting to a node over SQL may take, and each read after.
 const SQL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,9 +56,9 @@ fn shown(value: f64) -> String {
 }
 
 /// The node's row from its endpoint, and the members its group knows.
-fn read_metrics(address: &str) -> Result<(RemoteRow, Vec<RemoteRow>)> {
-    let scrape = endpoint::scrape(address)?;
-    let page = endpoint::status_json(address)?;
+fn read_metrics(reader: &Reader, address: &str) -> Result<(RemoteRow, Vec<RemoteRow>)> {
+    let scrape = reader.scrape(address)?;
+    let page = reader.status_json(address)?;
     let mut vars: BTreeMap<String, String> = scrape
         .names()
         .into_iter()
@@ -138,13 +138,14 @@ fn read_sql(address: &str, user: &str, password: &str) -> Result<RemoteRow> {
     })
 }
 
-/// Reads every node named, then adds the members they told of and were not named.
-pub fn read(nodes: &[NodeAddress]) -> Vec<RemoteRow> {
+/// Reads every node named (endpoints with `reader`), then adds the members they told of and
+/// were not named.
+pub fn read(nodes: &[NodeAddress], reader: &Reader) -> Vec<RemoteRow> {
     let mut rows: Vec<RemoteRow> = Vec::new();
     let mut told: Vec<RemoteRow> = Vec::new();
     for node in nodes {
         let (label, read) = match node {
-            NodeAddress::Metrics(address) => (address, read_metrics(address)),
+            NodeAddress::Metrics(address) => (address, read_metrics(reader, address)),
             NodeAddress::Sql {
                 address,
                 user,

@@ -405,14 +405,18 @@ fn the_endpoint_agrees_with_show_status(cluster: &Cluster, node: usize) {
 fn trireme_status_reads_any_cluster(cluster: &Cluster) {
     use cli::remote_status::{format_remote_table, read, NodeAddress};
     let config = cluster.config();
-    let rows = read(&[
-        NodeAddress::Metrics(config.metrics_address(1).expect("--metrics")),
-        NodeAddress::Sql {
-            address: format!("127.0.0.1:{}", config.ports(2).sql),
-            user: "root".into(),
-            password: String::new(),
-        },
-    ]);
+    let reader = cli::endpoint::Reader::plain();
+    let rows = read(
+        &[
+            NodeAddress::Metrics(config.metrics_address(1).expect("--metrics")),
+            NodeAddress::Sql {
+                address: format!("127.0.0.1:{}", config.ports(2).sql),
+                user: "root".into(),
+                password: String::new(),
+            },
+        ],
+        &reader,
+    );
     let table = format_remote_table(&rows);
     let names: Vec<&str> = rows.iter().map(|row| row.name.as_str()).collect();
     assert_eq!(names, ["node1", "node2", "node3"], "{table}");

@@ -89,6 +89,13 @@ impl TlsContext {
         Arc::clone(&self.loaded().server)
     }
 
+    /// The client side's configuration now, for clients that run their own handshake, such
+    /// as `trireme status` reading a metrics endpoint: it presents the node's certificate and
+    /// checks the server's against the CA, as the node does with its peers.
+    pub fn client_config(&self) -> Arc<ClientConfig> {
+        Arc::clone(&self.loaded().client)
+    }
+
     /// Runs the server side of the handshake over an accepted socket (whose timeouts bound
     /// the handshake). A peer that speaks plaintext is named as such.
     pub fn accept(&self, tcp: TcpStream, peer: &str) -> Result<Stream, HandshakeError> {

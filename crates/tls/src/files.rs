@@ -34,6 +34,13 @@ impl Labels {
         ca: "socket.ssl_ca",
         password_file: "socket.ssl_password_file",
     };
+    /// The flags of a command-line tool (`trireme status`).
+    pub const CLI: Labels = Labels {
+        key: "--ssl-key",
+        cert: "--ssl-cert",
+        ca: "--ssl-ca",
+        password_file: "--ssl-password-file",
+    };
     /// MariaDB's `[sst]` section names.
     pub const SST: Labels = Labels {
         key: "[sst] tkey",
