@@ -269,3 +269,41 @@ fn a_member_that_went_past_the_fork_never_rejoins_through_the_founders_removal_n
     assert_eq!(cluster.node(0).me().raft_id, founder);
     assert!(primary_of(&cluster, 0, 1));
 }
+
+/// The members of a majority told their history diverged leave (the node engine makes
+/// them, on `HistoryDiverged`), both of them, however soon after the forced founder's
+/// eviction the links come back (the hosts test heals within a second of it).
+#[test]
+fn the_members_told_their_history_diverged_all_leave() {
+    for heal_after in [0, 1, 3, 10, 30] {
+        let mut cluster = data_cluster(3);
+        cluster.isolated.insert(0);
+        cluster.run_until(
+            |c| primary_of(c, 1, 2) && !c.nodes[0].as_ref().unwrap().is_primary(),
+            600,
+        );
+        cluster.node(1).submit(b"only on the majority".to_vec());
+        cluster.run(20);
+        let ForcedBootstrap::Founded(_) = cluster.node(0).force_bootstrap() else {
+            panic!("node 0 is not primary: it may be forced");
+        };
+        cluster.run(heal_after);
+        cluster.isolated.clear();
+        let mut left = [false; 3];
+        let mut ticks = 0;
+        while ![1, 2].iter().all(|i| cluster.node(*i).is_closed()) {
+            assert!(
+                ticks < 3000,
+                "heal after {heal_after}: not both out in 3000 ticks (left: {left:?})"
+            );
+            for i in [1, 2] {
+                if !left[i] && !diverged(&cluster, i).is_empty() {
+                    left[i] = true;
+                    cluster.node(i).leave();
+                }
+            }
+            cluster.run(1);
+            ticks += 1;
+        }
+    }
+}

@@ -241,6 +241,13 @@ impl GroupNode {
         if self.is_leader() && !may_hand_over {
             return;
         }
+        // Nor does a follower that does not know the leader yet (just after the lead went
+        // to another member, until its first heartbeat): a request sent now would go
+        // nowhere, and the next turn comes only a resend period later, after the new leader,
+        // leaving too and not knowing this member asked, may have handed the lead back.
+        if !self.is_leader() && self.raw.raft.leader_id == raft::INVALID_ID {
+            return;
+        }
         if !is_due(
             leaving.last_request_tick,
             self.tick,
@@ -254,6 +261,13 @@ impl GroupNode {
         if self.is_leader() {
             self.hand_the_lead_over(&others);
         } else {
+            // Once per resend period at most: enough to tell a leave that hangs from one
+            // that goes, in the server's log.
+            tracing::info!(
+                leader = self.raw.raft.leader_id,
+                voters = ?others,
+                "leaving: asking the leader to remove this member"
+            );
             self.send_to_leader(&WireMessage::Leave);
         }
     }
@@ -269,6 +283,12 @@ impl GroupNode {
             .copied()
             .filter(|id| !self.roster.asked_to_leave.contains(id))
             .max_by_key(|id| progress.get(*id).map_or(0, |p| p.matched));
+        tracing::info!(
+            to = ?best,
+            voters = ?others,
+            asked_to_leave = ?self.roster.asked_to_leave,
+            "leaving: this leader hands the lead over (or, to none, removes the others first)"
+        );
         match best {
             Some(best) => self.raw.transfer_leader(best),
             None => base::mark!("group.leaving_leader_removes_the_other_leavers_first"),
