@@ -39,6 +39,23 @@ fn primary_of(cluster: &Cluster, index: usize, size: usize) -> bool {
         .is_some_and(|v| v.primary && v.members.len() == size)
 }
 
+/// Three members; node 0 cut off, the other two a primary component that orders one more
+/// write-set, then node 0 forced to found its own (still cut off).
+fn forced_after_the_majority_went_on() -> (Cluster, ForcedFork) {
+    let mut cluster = data_cluster(3);
+    cluster.isolated.insert(0);
+    cluster.run_until(
+        |c| primary_of(c, 1, 2) && !c.nodes[0].as_ref().unwrap().is_primary(),
+        600,
+    );
+    cluster.node(1).submit(b"only on the majority".to_vec());
+    cluster.run(20);
+    let ForcedBootstrap::Founded(fork) = cluster.node(0).force_bootstrap() else {
+        panic!("node 0 is not primary: it may be forced");
+    };
+    (cluster, fork)
+}
+
 /// MariaDB's `galera_3nodes.galera_pc_bootstrap`: every member cut off from the others, so
 /// none is primary; node 1 is forced; when the links come back, the other two join it by
 /// IST (they hold nothing past the fork) and all three agree on the history.
@@ -118,17 +135,7 @@ fn a_forced_member_founds_and_the_others_join_it_when_they_hold_nothing_past_the
 /// needs a full state transfer); node 0 stays primary.
 #[test]
 fn members_of_a_majority_that_went_on_are_told_their_history_diverged() {
-    let mut cluster = data_cluster(3);
-    cluster.isolated.insert(0);
-    cluster.run_until(
-        |c| primary_of(c, 1, 2) && !c.nodes[0].as_ref().unwrap().is_primary(),
-        600,
-    );
-    cluster.node(1).submit(b"only on the majority".to_vec());
-    cluster.run(20);
-    let ForcedBootstrap::Founded(fork) = cluster.node(0).force_bootstrap() else {
-        panic!("node 0 is not primary: it may be forced");
-    };
+    let (mut cluster, fork) = forced_after_the_majority_went_on();
     cluster.node(0).submit(b"only on the forced side".to_vec());
     cluster.run(20);
     cluster.isolated.clear();
@@ -276,17 +283,7 @@ fn a_member_that_went_past_the_fork_never_rejoins_through_the_founders_removal_n
 #[test]
 fn the_members_told_their_history_diverged_all_leave() {
     for heal_after in [0, 1, 3, 10, 30] {
-        let mut cluster = data_cluster(3);
-        cluster.isolated.insert(0);
-        cluster.run_until(
-            |c| primary_of(c, 1, 2) && !c.nodes[0].as_ref().unwrap().is_primary(),
-            600,
-        );
-        cluster.node(1).submit(b"only on the majority".to_vec());
-        cluster.run(20);
-        let ForcedBootstrap::Founded(_) = cluster.node(0).force_bootstrap() else {
-            panic!("node 0 is not primary: it may be forced");
-        };
+        let (mut cluster, _) = forced_after_the_majority_went_on();
         cluster.run(heal_after);
         cluster.isolated.clear();
         let mut left = [false; 3];

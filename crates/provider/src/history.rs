@@ -30,16 +30,19 @@ pub(crate) struct Sample {
     pub(crate) paused_ns: u64,
 }
 
-/// A histogram family's running sum and count, by name.
+/// A histogram family's running sum and count (of its first series).
+pub(crate) fn totals(family: &MetricFamily) -> Option<(f64, u64)> {
+    let histogram = family.get_metric().first()?.get_histogram();
+    Some((histogram.get_sample_sum(), histogram.get_sample_count()))
+}
+
+/// The running sum and count of the histogram family `name`; zero when it is not there.
 fn running(timings: &[MetricFamily], name: &str) -> (f64, u64) {
     timings
         .iter()
         .find(|family| family.name() == name)
-        .and_then(|family| family.get_metric().first())
-        .map_or((0.0, 0), |metric| {
-            let histogram = metric.get_histogram();
-            (histogram.get_sample_sum(), histogram.get_sample_count())
-        })
+        .and_then(totals)
+        .unwrap_or((0.0, 0))
 }
 
 impl Sample {
@@ -54,9 +57,8 @@ impl Sample {
             commit_wait: running(timings, "trireme_commit_wait_seconds"),
             paused_by: status
                 .flow
-                .paused_by
-                .split(',')
-                .filter(|name| !name.is_empty())
+                .paused_by_names()
+                .into_iter()
                 .map(str::to_owned)
                 .collect(),
             paused_ns: status.flow.paused_ns,

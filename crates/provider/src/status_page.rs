@@ -74,14 +74,9 @@ fn members(status: &Status) -> Vec<Json> {
 
 fn flow(status: &Status) -> Json {
     let flow = &status.flow;
-    let paused_by: Vec<&str> = flow
-        .paused_by
-        .split(',')
-        .filter(|name| !name.is_empty())
-        .collect();
     json!({
         "paused": flow.active,
-        "paused_by": paused_by,
+        "paused_by": flow.paused_by_names(),
         "paused_ns": flow.paused_ns,
         "paused_fraction": flow.paused_fraction,
         "pauses_by": flow.pauses_by,
@@ -106,12 +101,9 @@ fn transfer(status: &Status) -> Json {
 /// over each polling interval.
 fn sums(timings: &[MetricFamily]) -> Json {
     let entries = timings.iter().filter_map(|family| {
-        let histogram = family.get_metric().first()?.get_histogram();
+        let (sum, count) = crate::history::totals(family)?;
         let name = family.name().trim_start_matches("trireme_").to_owned();
-        Some((
-            name,
-            json!({"sum": histogram.get_sample_sum(), "count": histogram.get_sample_count()}),
-        ))
+        Some((name, json!({"sum": sum, "count": count})))
     });
     Json::Object(entries.collect())
 }

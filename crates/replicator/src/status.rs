@@ -65,6 +65,16 @@ pub struct FlowStatus {
     pub pause_lengths: PauseLengths,
 }
 
+impl FlowStatus {
+    /// The names in [`FlowStatus::paused_by`], one by one (none when nothing holds the pause).
+    pub fn paused_by_names(&self) -> Vec<&str> {
+        self.paused_by
+            .split(',')
+            .filter(|name| !name.is_empty())
+            .collect()
+    }
+}
+
 /// How the certification index and the appliers are doing (averages since the last reset).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ApplyStatus {
