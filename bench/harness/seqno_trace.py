@@ -17,6 +17,7 @@ import sys
 
 # Each step: its name, and the stages it runs between.
 STEPS = [
+    ("order (own write-sets)", "submitted_us", "delivered_us"),
     ("certify", "delivered_us", "certified_us"),
     ("wait for apply monitor", "certified_us", "apply_entered_us"),
     ("  of which in the queue", "certified_us", "picked_us"),
@@ -26,6 +27,7 @@ STEPS = [
     ("commit", "commit_entered_us", "commit_left_us"),
     ("server after commit", "commit_left_us", "apply_returned_us"),
     ("delivered to committed", "delivered_us", "commit_left_us"),
+    ("submitted to committed", "submitted_us", "commit_left_us"),
 ]
 
 # Deliveries closer than this belong to one burst (one Raft entry handed out in a row).

@@ -69,6 +69,8 @@ impl Replicator {
         let Some((seqno, verdict)) = outcome else {
             return CertifyOutcome::NotOrdered;
         };
+        self.shared
+            .trace_at(seqno, Stage::Submitted, submitted.sent_at);
         // Ordered after the pause point: the server is reading its data as of that point,
         // so this transaction commits (or reports its failure) only after `resume`.
         let (mut inner, gate) = self.pass_pause_gate(inner, seqno, Some(trx_id));

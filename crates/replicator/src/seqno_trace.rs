@@ -1,5 +1,5 @@
 //! A timeline per seqno, for profiling the apply and commit pipeline: when each write-set
-//! was delivered in order (or received by IST), certified and handed out, taken by an
+//! was handed to the group (this node's own), delivered in order (or received by IST), certified and handed out, taken by an
 //! applier, admitted by the apply monitor, applied (the server asks for commit order),
 //! admitted to commit order, let out of it, and done with on the applier.
 //!
@@ -27,6 +27,9 @@ pub const TRACE_CAPACITY: usize = 1 << 18;
 /// The points of a seqno's way through this node, in the order it passes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
+    /// This node's client handed its write-set to the group (local write-sets only; known
+    /// once the seqno is, so recorded after [`Stage::Delivered`] with its own time).
+    Submitted,
     /// The dispatcher took the ordered write-set from the group (or the IST receiver read
     /// it from its donor's stream).
     Delivered,
@@ -48,12 +51,13 @@ pub(crate) enum Stage {
 }
 
 /// How many stages a seqno is timed at.
-const STAGES: usize = 8;
+const STAGES: usize = 9;
 // A stage indexes its slot's times and the CSV's columns: the last one must be the last.
 const _: () = assert!(Stage::ApplyReturned as usize + 1 == STAGES);
 
 /// The CSV's column of each stage, in [`Stage`] order.
 const STAGE_NAMES: [&str; STAGES] = [
+    "submitted_us",
     "delivered_us",
     "certified_us",
     "picked_us",
@@ -140,6 +144,16 @@ impl SeqnoTrace {
         }
     }
 
+    /// `seqno` reached `stage` at `at`, an instant already past (as [`SeqnoTrace::reached`]).
+    pub(crate) fn reached_at(&self, seqno: Seqno, stage: Stage, at: Instant) {
+        let slot = self.slot(seqno);
+        if slot.seqno.load(Ordering::Acquire) == seqno.0 {
+            let nanos = at.saturating_duration_since(self.began).as_nanos();
+            let nanos = u64::try_from(nanos).unwrap_or(UNSET - 1);
+            slot.at[stage as usize].store(nanos, Ordering::Relaxed);
+        }
+    }
+
     /// The trace as CSV, by seqno.
     fn render(&self) -> String {
         let mut rows: Vec<(i64, bool, [u64; STAGES])> = self
@@ -186,7 +200,9 @@ mod tests {
     #[test]
     fn a_seqno_is_timed_at_each_stage_it_reaches_and_blank_at_the_others() {
         let trace = SeqnoTrace::new(Path::new("/nonexistent"), "n1");
+        let submitted = Instant::now();
         trace.delivered(Seqno(7), true);
+        trace.reached_at(Seqno(7), Stage::Submitted, submitted);
         trace.reached(Seqno(7), Stage::Certified);
         trace.reached(Seqno(7), Stage::CommitLeft);
         // Never delivered: not traced.
@@ -196,10 +212,11 @@ mod tests {
         assert_eq!(lines.len(), 2, "{text}");
         let fields: Vec<&str> = lines[1].split(',').collect();
         assert_eq!(fields[..2], ["7", "1"]);
-        assert!(fields[2].parse::<u64>().is_ok() && fields[3].parse::<u64>().is_ok());
-        assert_eq!(fields[4..8], ["", "", "", ""]);
-        assert!(fields[8].parse::<u64>().is_ok());
-        assert_eq!(fields[9], "");
+        let time = |i: usize| fields[i].parse::<u64>().unwrap();
+        assert!(time(2) <= time(3), "submitted before delivered: {text}");
+        assert!(time(3) <= time(4) && time(4) <= time(9), "{text}");
+        assert_eq!(fields[5..9], ["", "", "", ""]);
+        assert_eq!(fields[10], "");
     }
 
     #[test]

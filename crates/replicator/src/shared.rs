@@ -185,6 +185,13 @@ impl Shared {
         }
     }
 
+    /// Notes that `seqno` reached `stage` at `at`, if the pipeline is being traced.
+    pub(crate) fn trace_at(&self, seqno: Seqno, stage: Stage, at: std::time::Instant) {
+        if let Some(trace) = &self.seqno_trace {
+            trace.reached_at(seqno, stage, at);
+        }
+    }
+
     /// The engine's time: nanoseconds since this replicator was made.
     pub(crate) fn now(&self) -> Nanos {
         Nanos(self.started.elapsed().as_nanos() as u64)
