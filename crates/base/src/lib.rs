@@ -13,7 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub use freeze_purge::FreezePurge;
-pub use node_state::{IllegalTransition, NodeState};
+pub use node_state::{IllegalTransition, NodeState, SYNCED_QUEUE_MAX};
 
 /// A global sequence number: the position of an ordered action in the cluster's history.
 ///

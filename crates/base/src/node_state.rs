@@ -9,6 +9,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// A JOINED node with at most this many write-sets queued has caught up and turns SYNCED
+/// (Galera's default `gcs.fc_limit`: from there on its queue is flow control's business).
+pub const SYNCED_QUEUE_MAX: u64 = 16;
+
 /// Where a node stands with respect to the cluster and its own data.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum NodeState {
@@ -90,13 +94,13 @@ impl NodeState {
         }
     }
 
-    /// True if this node's apply queue may pause the cluster by flow control: only when
-    /// SYNCED. A JOINED node is still working off what was ordered during its state
-    /// transfer; if its backlog could pause the cluster, every writer would stall for as
-    /// long as that backlog takes to apply (Galera does this: the stall after a rejoin).
-    /// It turns SYNCED, and takes part in flow control, once its queue is short.
+    /// True if this node's apply queue may pause the cluster by flow control: when SYNCED,
+    /// and when JOINED, as in Galera, so that a node working off what was ordered during its
+    /// state transfer catches up in a bounded time under any load (its limit starts above
+    /// that backlog and glides down: the group crate's catch-up). It turns SYNCED once its
+    /// queue is at most [`SYNCED_QUEUE_MAX`].
     pub fn may_send_flow_control(self) -> bool {
-        matches!(self, NodeState::Synced)
+        matches!(self, NodeState::Synced | NodeState::Joined)
     }
 }
 
@@ -197,9 +201,9 @@ mod tests {
     }
 
     #[test]
-    fn only_synced_nodes_send_flow_control() {
+    fn only_synced_and_joined_nodes_send_flow_control() {
         for state in ALL {
-            let expected = state == NodeState::Synced;
+            let expected = matches!(state, NodeState::Synced | NodeState::Joined);
             assert_eq!(state.may_send_flow_control(), expected, "{state}");
         }
     }

@@ -665,10 +665,17 @@ fn a_three_node_cluster_on_trireme() {
     assert_eq!(cluster.node_status(1).cluster_size(), Some(2));
     insert_rows(&cluster, 1, 4000, 5);
     insert_rows(&cluster, 2, 4005, 5);
+    let log_before = log_line_count(&cluster, 3);
     cluster
         .start_node(3)
         .unwrap_or_else(|e| panic!("restart node3 after a clean stop: {e:#}"));
     assert_all_synced(&cluster);
+    // Its catch-up as JOINED began with what was queued, and ended SYNCED.
+    let said = new_log_lines(&cluster, 3, log_before);
+    assert!(
+        said.contains("JOINED with ") && said.contains("SYNCED after "),
+        "node 3's log does not show its catch-up:\n{said}"
+    );
     wait_consistent(&cluster, 130);
 
     // SIGKILL node 3: the others evict it and keep committing; it rejoins by SST.

@@ -76,9 +76,9 @@ pub use task::{Task, TaskQueue};
 pub use transfer_in::{SnapshotWait, StreamNext};
 pub use votes::{VoteBook, VoteWait};
 
-/// A JOINED node with at most this many tasks queued has caught up and turns SYNCED
-/// (Galera's default `gcs.fc_limit`: from here on its queue is flow control's business).
-pub const SYNCED_QUEUE_MAX: usize = 16;
+/// [`base::SYNCED_QUEUE_MAX`] as a task count: a JOINED node with at most this many tasks
+/// queued turns SYNCED (the group's catch-up limits lead it there).
+pub const SYNCED_QUEUE_MAX: usize = base::SYNCED_QUEUE_MAX as usize;
 
 /// Abandoned submission tickets kept for waiters that have not looked yet. A waiter looks
 /// as soon as it is woken, so a few suffice; the bound only keeps tickets nobody waits for

@@ -6,6 +6,21 @@
 
 use std::time::Duration;
 
+/// The default `gcs.catch_up_period`: long enough that a node applying as fast as the
+/// others pauses the cluster little, short enough that a DBA sees it SYNCED soon.
+pub const CATCH_UP_PERIOD_DEFAULT: Duration = Duration::from_secs(60);
+
+/// The shortest `gcs.catch_up_period` accepted (shorter is a full stop in all but name).
+pub const CATCH_UP_PERIOD_MIN: Duration = Duration::from_secs(1);
+
+/// The longest `gcs.catch_up_period` accepted (a day: beyond it the bound means nothing).
+pub const CATCH_UP_PERIOD_MAX: Duration = Duration::from_secs(24 * 3600);
+
+const _: () = assert!(
+    CATCH_UP_PERIOD_MIN.as_nanos() <= CATCH_UP_PERIOD_DEFAULT.as_nanos()
+        && CATCH_UP_PERIOD_DEFAULT.as_nanos() <= CATCH_UP_PERIOD_MAX.as_nanos()
+);
+
 /// Settings of one group member.
 #[derive(Clone, Debug)]
 pub struct GroupConfig {
@@ -30,6 +45,9 @@ pub struct GroupConfig {
     /// `gcs.fc_single_primary`: one node writes, so the limit is not scaled by the
     /// cluster size.
     pub fc_single_primary: bool,
+    /// `gcs.catch_up_period` (Trireme's own): how long a JOINED member may take to work off
+    /// the backlog it had when it turned JOINED (`node::catch_up`).
+    pub catch_up_period: Duration,
     /// Largest ordered batch, in payload bytes; bigger batches are split into several entries.
     pub batch_bytes_max: usize,
     /// A submission not yet seen ordered after this many ticks is sent to the leader again.
@@ -76,6 +94,7 @@ impl Default for GroupConfig {
             fc_limit: 16,
             fc_factor: 1.0,
             fc_single_primary: false,
+            catch_up_period: CATCH_UP_PERIOD_DEFAULT,
             batch_bytes_max: 1 << 20,
             resend_ticks: 50,
             log_retain_entries: 10_000,
@@ -210,6 +229,13 @@ impl GroupConfig {
                     .ok()
                     .filter(|v| (1..=1 << 30).contains(v))
                     .ok_or_else(|| invalid("an integer from 1 to 1073741824"))?;
+            }
+            "gcs.catch_up_period" => {
+                self.catch_up_period = parse_duration(value)
+                    .filter(|d| (CATCH_UP_PERIOD_MIN..=CATCH_UP_PERIOD_MAX).contains(d))
+                    .ok_or_else(|| {
+                        invalid("an ISO 8601 duration from PT1S to P1D, such as PT30S")
+                    })?;
             }
             "gcs.fc_factor" => {
                 self.fc_factor = value

@@ -38,7 +38,10 @@ mod admission;
 mod node;
 
 pub use check::RaftRefusal;
-pub use config::{ConfigError, GroupConfig, QuorumOverride, MAX_WS_SIZE_DEFAULT};
+pub use config::{
+    ConfigError, GroupConfig, QuorumOverride, CATCH_UP_PERIOD_DEFAULT, CATCH_UP_PERIOD_MAX,
+    MAX_WS_SIZE_DEFAULT,
+};
 pub use node::{
     Delivery, FlowCounters, FlowTriggers, ForcedBootstrap, GroupNode, GroupStatus, MemberRow,
     Outgoing, PauseLengths, ReceiveError, View, ViewMember, CHUNK_BYTES, PAUSE_BUCKET_BOUNDS_NS,

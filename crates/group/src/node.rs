@@ -18,6 +18,7 @@ use crate::state::{GroupState, MemberInfo};
 use crate::vote::VoteCode;
 
 mod admission;
+mod catch_up;
 mod causal;
 mod controls;
 mod delivery;

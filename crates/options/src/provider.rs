@@ -91,6 +91,9 @@ pub struct ProviderOptions {
     /// `gcs.fc_single_primary` (alias `gcs.fc_master_slave`): flow control tuned for a
     /// single writing node.
     pub gcs_fc_single_primary: bool,
+    /// `gcs.catch_up_period` (Trireme): how long a JOINED node may take to work off its
+    /// backlog; flow control slows the cluster as much as that needs.
+    pub gcs_catch_up_period: Duration,
     /// `gcache.dir`: directory of the write-set cache files.
     pub gcache_dir: String,
     /// `gcache.name`: file name of the write-set cache (relative to `gcache.dir`).
@@ -176,6 +179,7 @@ impl Default for ProviderOptions {
             gcs_fc_limit: 16,
             gcs_fc_factor: 1.0,
             gcs_fc_single_primary: false,
+            gcs_catch_up_period: group::CATCH_UP_PERIOD_DEFAULT,
             gcache_dir: ".".to_owned(),
             gcache_name: "galera.cache".to_owned(),
             gcache_size: 128 << 20,
@@ -366,6 +370,7 @@ impl ProviderOptions {
         config.fc_limit = self.gcs_fc_limit;
         config.fc_factor = self.gcs_fc_factor;
         config.fc_single_primary = self.gcs_fc_single_primary;
+        config.catch_up_period = self.gcs_catch_up_period;
         config.max_ws_size = self.repl_max_ws_size;
         config.ignore_split_brain = self.pc_ignore_sb;
         config.ignore_quorum = self.pc_ignore_quorum;

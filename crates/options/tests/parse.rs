@@ -87,6 +87,12 @@ fn good_values_are_stored_typed() {
             o.gcache_max_disk_bytes = 4 << 30
         }),
         ("gcs.fc_limit=100", |o| o.gcs_fc_limit = 100),
+        ("gcs.catch_up_period=PT2M", |o| {
+            o.gcs_catch_up_period = std::time::Duration::from_secs(120)
+        }),
+        ("gcs.catch_up_period=45", |o| {
+            o.gcs_catch_up_period = std::time::Duration::from_secs(45)
+        }),
         ("gcs.fc_factor=0.5", |o| o.gcs_fc_factor = 0.5),
         ("gcs.fc_single_primary=on", |o| {
             o.gcs_fc_single_primary = true
@@ -204,6 +210,9 @@ fn bad_values_name_the_option_the_value_and_the_range() {
         ("gcache.max_disk_bytes", "1E", "byte count"),
         ("gcache.keep_seconds", "1.5", "whole number of seconds"),
         ("gcache.keep_seconds", "-3", "whole number of seconds"),
+        ("gcs.catch_up_period", "PT0S", "from PT1S to P1D"),
+        ("gcs.catch_up_period", "P2D", "from PT1S to P1D"),
+        ("gcs.catch_up_period", "soon", "from PT1S to P1D"),
         (
             "gcache.freeze_purge_at_seqno",
             "-2",

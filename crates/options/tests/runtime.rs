@@ -25,6 +25,7 @@ fn runtime_settable_options_are_the_documented_ones() {
             "gcache.keep_seconds",
             "gcache.max_disk_bytes",
             "gcache.page_size",
+            "gcs.catch_up_period",
             "gcs.fc_factor",
             "gcs.fc_limit",
             "gmcast.isolate",

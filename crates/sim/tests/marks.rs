@@ -112,7 +112,11 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     (
         "group.flow_stop_of_a_member_not_synced_ignored",
-        "a stop from a member not SYNCED is ignored",
+        "a stop from a member neither SYNCED nor JOINED is ignored",
+    ),
+    (
+        "group.flow_stop_while_catching_up",
+        "a JOINED member over its catch-up limit pauses the group",
     ),
     (
         "group.flow_stop_lifted_for_silence",

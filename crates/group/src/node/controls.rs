@@ -58,16 +58,19 @@ impl GroupNode {
             return;
         }
         let may_pause = self.may_pause_the_group();
-        let members = self.state.members.len();
+        let limits = self.flow_limits();
         if may_pause
             && !self.flow.stop_wanted
             && !self.paused_by_others()
-            && self.flow.apply_queue_len > self.config.fc_stop_above(members)
+            && self.flow.apply_queue_len > limits.stop_above
         {
             self.flow.stop_wanted = true;
             self.flow.counters.sent += 1;
+            if self.flow.catch_up.is_some() {
+                base::mark!("group.flow_stop_while_catching_up");
+            }
         } else if self.flow.stop_wanted
-            && (!may_pause || self.flow.apply_queue_len <= self.config.fc_resume_at(members))
+            && (!may_pause || self.flow.apply_queue_len <= limits.resume_at_or_below)
         {
             self.flow.stop_wanted = false;
             self.flow.counters.sent += 1;
@@ -149,6 +152,7 @@ impl GroupNode {
         self.config.inactive_timeout = config.inactive_timeout;
         self.config.fc_limit = config.fc_limit;
         self.config.fc_factor = config.fc_factor;
+        self.config.catch_up_period = config.catch_up_period;
         self.config.max_ws_size = config.max_ws_size;
         self.config.ignore_split_brain = config.ignore_split_brain;
         self.config.ignore_quorum = config.ignore_quorum;
@@ -157,6 +161,7 @@ impl GroupNode {
             suspect = ?config.suspect_timeout,
             fc_limit = config.fc_limit,
             fc_factor = config.fc_factor,
+            catch_up_period = ?config.catch_up_period,
             max_ws_size = config.max_ws_size,
             ignore_split_brain = config.ignore_split_brain,
             ignore_quorum = config.ignore_quorum,

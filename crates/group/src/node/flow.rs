@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use base::{Nanos, NodeState};
 
+use super::catch_up::CatchUp;
 use super::{FlowCounters, GroupNode};
 use crate::state::{Control, LogEntry};
 
@@ -45,6 +46,8 @@ pub(super) struct FlowControl {
     pause_logged: bool,
     /// Pauses too short to log since the last one logged.
     short_pauses: u64,
+    /// While this member is JOINED: its catch-up (`catch_up.rs`).
+    pub(super) catch_up: Option<CatchUp>,
 }
 
 /// The names of `members` (Raft ids), in name order.
@@ -65,17 +68,18 @@ impl GroupNode {
     /// has no stop trigger: its queue, however long, changes nothing (a joiner's stays
     /// thousands long through its IST, and a trigger below it woke the loop at every
     /// write-set it applied). Nor has one while another member holds the group stopped.
-    /// When it may pause again, the next poll reads its queue.
+    /// When it may pause again, the next poll reads its queue. A JOINED member's limits
+    /// glide down as it catches up (`catch_up.rs`): the loop asks again after every poll.
     pub fn flow_triggers(&self) -> FlowTriggers {
-        let members = self.state.members.len();
+        let limits = self.flow_limits();
         if self.flow.stop_wanted {
             FlowTriggers {
                 stop_above: None,
-                resume_at_or_below: Some(self.config.fc_resume_at(members)),
+                resume_at_or_below: Some(limits.resume_at_or_below),
             }
         } else if self.may_pause_the_group() && !self.paused_by_others() {
             FlowTriggers {
-                stop_above: Some(self.config.fc_stop_above(members)),
+                stop_above: Some(limits.stop_above),
                 resume_at_or_below: None,
             }
         } else {
@@ -105,7 +109,8 @@ impl GroupNode {
 
     /// Announces a node state change to the group (JOINER, JOINED, SYNCED, DONOR, ...).
     pub fn set_local_state(&mut self, state: NodeState) {
-        self.local_state = state;
+        let before = std::mem::replace(&mut self.local_state, state);
+        self.follow_catch_up(before, state);
     }
 
     /// A silent member cannot resume what it stopped: once the leader has not heard from it
@@ -181,10 +186,15 @@ impl GroupNode {
         let by = self.paused_by_names().join(", ");
         let own = if self.state.paused_by.contains(&self.me.raft_id) {
             let members = self.state.members.len();
+            let limit = if self.flow.catch_up.is_some() {
+                "its limit while catching up as JOINED"
+            } else {
+                "gcs.fc_limit"
+            };
             format!(
-                "; this node's apply queue is {}, over gcs.fc_limit ({} for {members} members)",
+                "; this node's apply queue is {}, over {limit} ({} for {members} members)",
                 self.flow.apply_queue_len,
-                self.config.fc_stop_above(members)
+                self.flow_limits().stop_above
             )
         } else {
             String::new()

@@ -91,6 +91,7 @@ impl ProviderOptions {
         match key {
             Setting::EvsInactiveTimeout => self.evs_inactive_timeout = scratch.inactive_timeout,
             Setting::EvsSuspectTimeout => self.evs_suspect_timeout = scratch.suspect_timeout,
+            Setting::GcsCatchUpPeriod => self.gcs_catch_up_period = scratch.catch_up_period,
             Setting::GcsFcFactor => self.gcs_fc_factor = scratch.fc_factor,
             Setting::GcsFcLimit => self.gcs_fc_limit = scratch.fc_limit,
             other => unreachable!("{} is not one of the group layer's options", other.name()),
@@ -147,6 +148,7 @@ impl ProviderOptions {
             Setting::CertLogConflicts => self.cert_log_conflicts = boolean()?,
             Setting::EvsInactiveTimeout
             | Setting::EvsSuspectTimeout
+            | Setting::GcsCatchUpPeriod
             | Setting::GcsFcFactor
             | Setting::GcsFcLimit => self.apply_group_owned(key, value)?,
             Setting::EvsKeepalivePeriod => {

@@ -25,6 +25,7 @@ impl ProviderOptions {
             Setting::GcacheRecover => yes_no(self.gcache_recover).to_owned(),
             Setting::GcacheSize => format_size(self.gcache_size),
             // Debug formatting keeps the ".0" Galera shows ("1.0") and reads back exactly.
+            Setting::GcsCatchUpPeriod => format_duration(self.gcs_catch_up_period),
             Setting::GcsFcFactor => format!("{:?}", self.gcs_fc_factor),
             Setting::GcsFcLimit => self.gcs_fc_limit.to_string(),
             Setting::GcsFcMasterSlave | Setting::GcsFcSinglePrimary => {

@@ -31,6 +31,7 @@ pub(super) enum Setting {
     GcachePageSize,
     GcacheRecover,
     GcacheSize,
+    GcsCatchUpPeriod,
     GcsFcFactor,
     GcsFcLimit,
     GcsFcMasterSlave,
@@ -59,7 +60,7 @@ pub(super) enum Setting {
 }
 
 impl Setting {
-    pub(super) const ALL: [Setting; 41] = [
+    pub(super) const ALL: [Setting; 42] = [
         Setting::BaseDir,
         Setting::BaseHost,
         Setting::BasePort,
@@ -76,6 +77,7 @@ impl Setting {
         Setting::GcachePageSize,
         Setting::GcacheRecover,
         Setting::GcacheSize,
+        Setting::GcsCatchUpPeriod,
         Setting::GcsFcFactor,
         Setting::GcsFcLimit,
         Setting::GcsFcMasterSlave,
@@ -121,6 +123,7 @@ impl Setting {
             Setting::GcachePageSize => "gcache.page_size",
             Setting::GcacheRecover => "gcache.recover",
             Setting::GcacheSize => "gcache.size",
+            Setting::GcsCatchUpPeriod => "gcs.catch_up_period",
             Setting::GcsFcFactor => "gcs.fc_factor",
             Setting::GcsFcLimit => "gcs.fc_limit",
             Setting::GcsFcMasterSlave => "gcs.fc_master_slave",
@@ -163,6 +166,7 @@ impl Setting {
             | Setting::GcacheKeepSeconds
             | Setting::GcacheMaxDiskBytes
             | Setting::GcachePageSize
+            | Setting::GcsCatchUpPeriod
             | Setting::GcsFcFactor
             | Setting::GcsFcLimit
             | Setting::GmcastIsolate
@@ -239,6 +243,7 @@ impl Setting {
             | Setting::GcachePageSize
             | Setting::GcacheRecover
             | Setting::GcacheSize
+            | Setting::GcsCatchUpPeriod
             | Setting::GcsFcFactor
             | Setting::GcsFcLimit
             | Setting::GcsFcMasterSlave
