@@ -858,6 +858,14 @@ def sst_section(add, path, number):
             f"{fmt_ratio(to_float(f.get('tps_ratio')))} | "
             f"{f.get('checksums_equal', 'n/a')} |")
     add("")
+    catch_ups = [m for m in methods if "joined_to_synced_seconds" in figures[m]]
+    for method in catch_ups:
+        f = figures[method]
+        add(f"{method}: JOINED to Synced (the catch-up after the transfer) in "
+            f"{fmt_num(to_float(f['joined_to_synced_seconds']), 2)} s, node 1's tps meanwhile "
+            f"{fmt_num(to_float(f.get('tps_catching_up')), 1)} "
+            f"({fmt_ratio(to_float(f.get('tps_catching_up_ratio')))} of before).")
+        add("")
     copies = [m for m in methods if "copy_mb_per_s" in figures[m]]
     for method in copies:
         f = figures[method]

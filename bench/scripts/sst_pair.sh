@@ -5,7 +5,8 @@
 # stopped and its datadir emptied, then oltp_write_only (4 threads, unthrottled) runs on
 # node 1 while node 3 is started again and has to receive the whole datadir. Timed from `trireme
 # cluster start 3` until node 3 reports Synced (polled every 0.2 s); sysbench's 1-s reports
-# give node 1's tps in the 10 s before the start and during the transfer. Once sysbench is
+# give node 1's tps in the 10 s before the start and during the transfer, and from node 3's
+# first JOINED poll until Synced (the catch-up; also timed, joined_to_synced_seconds). Once sysbench is
 # stopped, `trireme cluster compare` compares the three nodes at rest (all Synced at one
 # unchanging seqno, then CHECKSUM TABLE; a difference names the first differing rows). Last, node 2 is stopped and its datadir copied with tar and
 # with cp: what the disk does here with no database in between, the ceiling a transfer could
@@ -263,7 +264,7 @@ run_method() { # method
   drop_caches
   record "$method" cold "$cold"
 
-  local t_start t_end="" result=timeout donor="" state rc deadline
+  local t_start t_end="" t_joined="" result=timeout donor="" state rc deadline
   t_start=$(now)
   "$trireme" cluster start 3 --dir "$c" --timeout "$limit" >>"$log" 2>&1 &
   starter_pid=$!
@@ -271,6 +272,9 @@ run_method() { # method
   while [ "$(date +%s)" -lt "$deadline" ]; do
     state=$(status_of "$c/node3/mysqld.sock" wsrep_local_state_comment)
     if [ "$state" = Synced ]; then t_end=$(now); result=synced; break; fi
+    # The transfer is over at JOINED; from there to Synced the node works off what the
+    # cluster ordered meanwhile (a poll may miss a short JOINED: then it is not timed).
+    if [ "$state" = Joined ] && [ -z "$t_joined" ]; then t_joined=$(now); fi
     # The donor shows Donor/Desynced for as long as it serves the transfer.
     if [ -z "$donor" ]; then
       for n in 1 2; do
@@ -321,6 +325,14 @@ run_method() { # method
   record "$method" tps_before "$before"
   record "$method" tps_during "$during"
   record "$method" tps_ratio "$(ratio_of "$during" "$before")"
+  if [ "$result" = synced ] && [ -n "$t_joined" ]; then
+    local catching_up
+    catching_up=$(tps_median "$load_out" "$(seconds_between "$t_load" "$t_joined")" \
+      "$(seconds_between "$t_load" "$t_end")")
+    record "$method" joined_to_synced_seconds "$(seconds_between "$t_joined" "$t_end")"
+    record "$method" tps_catching_up "$catching_up"
+    record "$method" tps_catching_up_ratio "$(ratio_of "$catching_up" "$before")"
+  fi
 
   if [ "$result" = synced ]; then
     equal=$(compare_at_rest "$method" "$out/sst-$method-compare.txt")
@@ -377,6 +389,12 @@ for method in rsync mariabackup; do
       "$(ratio_of "$(value "$method" sst_seconds)" "$(value trireme sst_seconds)")"
   fi
 done
+for method in $methods; do
+  if [ "$(value "$method" joined_to_synced_seconds)" != nan ]; then
+    echo "$method catch-up: JOINED to Synced in $(value "$method" joined_to_synced_seconds) s," \
+      "tps $(value "$method" tps_catching_up) ($(value "$method" tps_catching_up_ratio) of before)"
+  fi
+done
 if [ "$(value trireme copy_mb_per_s)" != nan ]; then
   record ratio trireme_copy_over_tar_rate \
     "$(ratio_of "$(value trireme copy_mb_per_s)" "$(value tar mb_per_s)")"
@@ -394,6 +412,12 @@ for method in $methods; do
     "$(value "$method" donor)" "$(value "$method" tps_before)" \
     "$(value "$method" tps_during)" "$(value "$method" tps_ratio)" \
     "$(value "$method" checksums_equal)" "$(value "$method" cold)"
+done
+for method in $methods; do
+  if [ "$(value "$method" joined_to_synced_seconds)" != nan ]; then
+    echo "$method catch-up: JOINED to Synced in $(value "$method" joined_to_synced_seconds) s," \
+      "tps $(value "$method" tps_catching_up) ($(value "$method" tps_catching_up_ratio) of before)"
+  fi
 done
 if [ "$(value trireme copy_mb_per_s)" != nan ]; then
   echo "trireme data copy (joiner's log): $(value trireme copy_bytes) bytes in" \
