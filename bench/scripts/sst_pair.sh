@@ -389,12 +389,6 @@ for method in rsync mariabackup; do
       "$(ratio_of "$(value "$method" sst_seconds)" "$(value trireme sst_seconds)")"
   fi
 done
-for method in $methods; do
-  if [ "$(value "$method" joined_to_synced_seconds)" != nan ]; then
-    echo "$method catch-up: JOINED to Synced in $(value "$method" joined_to_synced_seconds) s," \
-      "tps $(value "$method" tps_catching_up) ($(value "$method" tps_catching_up_ratio) of before)"
-  fi
-done
 if [ "$(value trireme copy_mb_per_s)" != nan ]; then
   record ratio trireme_copy_over_tar_rate \
     "$(ratio_of "$(value trireme copy_mb_per_s)" "$(value tar mb_per_s)")"
