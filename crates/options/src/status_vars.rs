@@ -214,12 +214,12 @@ pub const STATUS_VARS: [StatusVar; 84] = [
     provider(
         "flow_control_sent",
         Int,
-        "flow control pause and resume messages this node sent",
+        "flow control pause requests this node sent (resumes are not counted)",
     ),
     provider(
         "flow_control_recv",
         Int,
-        "flow control pause and resume messages received, own ones included",
+        "flow control pause requests received, own ones included (resumes are not counted)",
     ),
     provider(
         "flow_control_active",

@@ -72,8 +72,8 @@ impl GroupNode {
         } else if self.flow.stop_wanted
             && (!may_pause || self.flow.apply_queue_len <= limits.resume_at_or_below)
         {
+            // Not counted: Galera's `wsrep_flow_control_sent` counts the stops alone.
             self.flow.stop_wanted = false;
-            self.flow.counters.sent += 1;
         }
         let me = self.me.raft_id;
         let Some(record) = self.state.members.get(&me) else {

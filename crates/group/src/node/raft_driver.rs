@@ -301,7 +301,8 @@ impl GroupNode {
             LogEntry::Control(control) => {
                 let paused_before = self.state.paused_by.clone();
                 self.state.apply_control(&control);
-                if matches!(control, Control::FlowStop(_) | Control::FlowResume(_)) {
+                // As Galera's `wsrep_flow_control_recv`: the stops, not the resumes.
+                if matches!(control, Control::FlowStop(_)) {
                     self.flow.counters.recv += 1;
                 }
                 self.note_pause_change(&paused_before);

@@ -13,9 +13,11 @@ use crate::state::{GroupState, MemberInfo};
 /// Galera's flow-control counters, plus who caused the pauses.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowCounters {
-    /// `wsrep_flow_control_sent`: stop and resume requests this node sent.
+    /// `wsrep_flow_control_sent`: stop requests this node sent (as in Galera, which does not
+    /// count the resumes).
     pub sent: u64,
-    /// `wsrep_flow_control_recv`: stop and resume actions ordered by the group.
+    /// `wsrep_flow_control_recv`: stop requests the group ordered, this node's included
+    /// (resumes not counted, as in Galera).
     pub recv: u64,
     /// `wsrep_flow_control_paused_ns`: total time ordering was paused.
     pub paused_ns: u64,
