@@ -57,16 +57,7 @@ status_of() { # socket var
   timeout 5 mariadb --no-defaults -S "$1" -uroot -N -B -e "SHOW STATUS LIKE '$2'" 2>/dev/null \
     | awk '{print $2}'
 }
-tps_median() { # file from_s to_s (seconds since the load began)
-  awk -v lo="$2" -v hi="$3" '$1 == "[" && $3 == "]" {
-      s = $2; sub(/s$/, "", s)
-      if (s + 0 > lo + 0 && s + 0 <= hi + 0)
-        for (i = 4; i < NF; i++) if ($i == "tps:") print $(i + 1)
-    }' "$1" | sort -g | awk '{ v[NR] = $1 }
-    END { if (NR == 0) print "nan"
-          else if (NR % 2) printf "%.1f\n", v[(NR + 1) / 2]
-          else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+. bench/scripts/sysbench_tps.sh
 
 # The cluster directory, the load and the cgroup in use, stopped and removed on any exit.
 current=""; load_pid=""; holder_pid=""

@@ -115,18 +115,7 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Median tps of the sysbench report lines ("[ 12s ] thds: 4 tps: 385.88 ...") whose second
-# is in (lo, hi]; nan when none is.
-tps_median() { # file lo hi
-  awk -v lo="$2" -v hi="$3" '$1 == "[" && $3 == "]" {
-      s = $2; sub(/s$/, "", s)
-      if (s + 0 > lo + 0 && s + 0 <= hi + 0)
-        for (i = 4; i < NF; i++) if ($i == "tps:") print $(i + 1)
-    }' "$1" | sort -g | awk '{ v[NR] = $1 }
-    END { if (NR == 0) print "nan"
-          else if (NR % 2) printf "%.1f\n", v[(NR + 1) / 2]
-          else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+. bench/scripts/sysbench_tps.sh
 
 # Copies node 2's datadir (node 2 cleanly stopped) with `tar | tar` and with `cp -r`, each from
 # a cold page cache. "seconds" ends when the command returns (the data may still sit in the
