@@ -138,10 +138,7 @@ impl SeqnoTrace {
     /// `seqno` reached `stage` now. Ignored if its slot holds another seqno (it was never
     /// delivered in this trace, or the ring has moved on).
     pub(crate) fn reached(&self, seqno: Seqno, stage: Stage) {
-        let slot = self.slot(seqno);
-        if slot.seqno.load(Ordering::Acquire) == seqno.0 {
-            slot.at[stage as usize].store(self.since_began(), Ordering::Relaxed);
-        }
+        self.reached_at(seqno, stage, Instant::now());
     }
 
     /// `seqno` reached `stage` at `at`, an instant already past (as [`SeqnoTrace::reached`]).
