@@ -42,7 +42,7 @@ pub enum ReleaseOutcome {
     },
 }
 
-/// What a replay needs (see [`NodeEngine::replay_plan`]).
+/// What a replay needs (see [`NodeEngine::begin_replay`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplayPlan {
     /// The transaction's identity and ordering.
@@ -193,9 +193,21 @@ impl NodeEngine {
         let held_apply = self.entered_apply.remove(&seqno);
         // The server rolled it back after it was ordered (a brute-force abort, a streaming
         // rollback): its seqno is passed over in both monitors, so nothing waits on it. A
-        // note, as in Galera, where this is routine.
-        let message = format!("transaction {trx_id} released without committing its seqno {seqno}");
-        self.say(LogLevel::Info, message);
+        // note, as in Galera, where this is routine; but a whole transaction that passed
+        // certification is one the other members commit, and this node did not.
+        let whole = trx.flags & (writeset::flags::TRX_END | writeset::flags::ISOLATION)
+            == writeset::flags::TRX_END;
+        let (level, why) = match verdict {
+            Verdict::Fail(_) => (LogLevel::Info, "it failed certification"),
+            Verdict::Pass { .. } if whole => (
+                LogLevel::Warning,
+                "it passed certification: the other members commit it",
+            ),
+            Verdict::Pass { .. } => (LogLevel::Info, "a fragment, rolled back"),
+        };
+        let message =
+            format!("transaction {trx_id} released without committing its seqno {seqno} ({why})");
+        self.say(level, message);
         ReleaseOutcome::Consume {
             seqno,
             held_apply,
@@ -203,13 +215,15 @@ impl NodeEngine {
         }
     }
 
-    /// What a replay of the brute-force aborted `trx_id` needs; `None` when it is not a
+    /// Begins the replay of the brute-force aborted `trx_id` (again, after a wait): from
+    /// here on no seqno may abort it. What the replay needs; `None` when it is not a
     /// transaction that passed certification.
-    pub fn replay_plan(&self, trx_id: u64) -> Option<ReplayPlan> {
-        let trx = self.trxs.get(&trx_id)?;
+    pub fn begin_replay(&mut self, trx_id: u64) -> Option<ReplayPlan> {
+        let trx = self.trxs.get_mut(&trx_id)?;
         let Some((seqno, Verdict::Pass { depends_on })) = trx.outcome else {
             return None;
         };
+        trx.replaying = true;
         Some(ReplayPlan {
             meta: Meta {
                 gtid: Gtid {
@@ -232,6 +246,23 @@ impl NodeEngine {
     /// A replay ran (through the server's apply).
     pub fn replayed(&mut self) {
         self.stats.counters.replays += 1;
+    }
+
+    /// The server failed to replay `trx_id` at `seqno`, a write-set every other member
+    /// applies: this node's data is not the cluster's, and it leaves (Galera's replay
+    /// failure is an inconsistency too). The message says so.
+    pub fn replay_failed(&mut self, trx_id: u64, seqno: Seqno) -> String {
+        let at = Gtid {
+            cluster: self.view.cluster,
+            seqno,
+        };
+        let message = format!(
+            "Inconsistency detected: the server failed to replay local transaction \
+             {trx_id} at {at}, which passed certification and which every other member \
+             commits; this node leaves the cluster"
+        );
+        self.declare_inconsistent(&message);
+        message
     }
 
     /// The seqno a TOI statement on `conn_id` holds commit order at, forgotten here: its

@@ -38,6 +38,9 @@ pub struct LocalTrx {
     /// The `last_seen` of the write-set last submitted: certification needs the index
     /// from here on.
     pub last_seen: Seqno,
+    /// Its replay began ([`NodeEngine::begin_replay`]): it commits whatever comes, and
+    /// no seqno may abort it any more.
+    pub replaying: bool,
 }
 
 impl Default for LocalTrx {
@@ -54,6 +57,7 @@ impl Default for LocalTrx {
             commit_done: false,
             rolled_back: false,
             last_seen: Seqno::UNDEFINED,
+            replaying: false,
         }
     }
 }
@@ -314,6 +318,13 @@ impl NodeEngine {
         };
         if let Some((seqno, _)) = trx.outcome {
             if seqno < bf_seqno {
+                return (AbortOutcome::NotAllowed(seqno), None);
+            }
+            if trx.replaying {
+                // A replay is this node's copy of a write-set the cluster committed: it
+                // must commit, as Galera's replaying transaction does. Nothing earlier
+                // waits on its rows long: it applies once every earlier seqno committed.
+                base::mark!("engine.replaying_transaction_not_aborted");
                 return (AbortOutcome::NotAllowed(seqno), None);
             }
             trx.aborted_by = Some(bf_seqno);

@@ -346,6 +346,13 @@ impl BlockingMonitor {
         true
     }
 
+    /// Drops a recorded interrupt of `seqno` that no wait consumed: the wait it was meant
+    /// for never came (a victim aborted on its way to this monitor turns back), and the
+    /// next wait for `seqno` belongs to someone who must not be interrupted (its replay).
+    pub fn withdraw_interrupt(&self, seqno: Seqno) {
+        self.lock().interrupted.remove(&seqno);
+    }
+
     /// Blocks until `seqno` and every seqno below it have left, or `timeout` elapses.
     ///
     /// Returns whether `seqno` has left (used for causal reads, `sync_wait`).

@@ -10,7 +10,7 @@ use engine::{BfAborted, GatePassage, ReleaseOutcome};
 use crate::app::{ApplyAction, LogLevel, RecvContext};
 use crate::error::ReplicatorError;
 use crate::seqno_trace::Stage;
-use crate::shared::lock;
+use crate::shared::{lock, Monitors};
 use crate::timings;
 use crate::Replicator;
 
@@ -116,25 +116,37 @@ impl Replicator {
         self.shared.changed.notify_all();
     }
 
-    /// Re-applies a BF-aborted local transaction on the caller's thread.
+    /// Re-applies a BF-aborted local transaction on the caller's thread. A replay cannot
+    /// be aborted, and it applies only once every earlier seqno has committed (Galera's
+    /// safety measure, here for every replay): no earlier applier can then find its rows
+    /// locked and need to abort it. A replay the server fails leaves this node's data
+    /// behind the cluster's: the node leaves, and the error says so.
     pub fn replay(&self, trx_id: u64, ctx: RecvContext) -> Result<(), ReplicatorError> {
+        let monitors = self.monitors();
         let plan = {
-            let inner = lock(&self.shared.inner);
+            let mut inner = lock(&self.shared.inner);
             let plan = inner
                 .engine
-                .replay_plan(trx_id)
+                .begin_replay(trx_id)
                 .ok_or(ReplicatorError::UnknownTransaction(trx_id))?;
+            // Under the engine's lock, as `abort_certification` interrupts: an abort came
+            // before (its interrupt, meant for the first execution, goes now) or comes
+            // after (and is refused).
+            let seqno = plan.meta.gtid.seqno;
+            monitors.apply.withdraw_interrupt(seqno);
+            monitors.commit.withdraw_interrupt(seqno);
             // A victim held by `pause` replays only after `resume`.
-            let (_inner, passage) = self.pass_pause_gate(inner, plan.meta.gtid.seqno, None);
+            let (_inner, passage) = self.pass_pause_gate(inner, seqno, None);
             if passage == GatePassage::Closing {
                 return Err(ReplicatorError::NotConnected);
             }
             plan
         };
         let seqno = plan.meta.gtid.seqno;
-        let monitors = self.monitors();
-        if !plan.holds_slot {
-            monitors.apply.enter_regardless(seqno, plan.meta.depends_on);
+        if plan.holds_slot {
+            self.wait_for_earlier_commits(&monitors, seqno)?;
+        } else {
+            monitors.apply.enter_regardless(seqno, seqno.prev());
             lock(&self.shared.inner).engine.applier_entered(seqno);
         }
         let action = ApplyAction {
@@ -153,9 +165,34 @@ impl Replicator {
             monitors.apply.leave(seqno);
         }
         if ok {
-            Ok(())
-        } else {
-            Err(ReplicatorError::NotConnected)
+            return Ok(());
         }
+        let message = self
+            .shared
+            .with_engine(|engine| engine.replay_failed(trx_id, seqno));
+        self.shared.notify_everyone();
+        Err(ReplicatorError::Inconsistent(message))
+    }
+
+    /// Waits until every seqno below `seqno` has left the apply monitor (committed), for a
+    /// replay that already holds its own place there. `Err` if the node closes meanwhile.
+    fn wait_for_earlier_commits(
+        &self,
+        monitors: &Monitors,
+        seqno: Seqno,
+    ) -> Result<(), ReplicatorError> {
+        let earlier = seqno.prev();
+        while !monitors.apply.wait_left(earlier, STALL_REPORT_AFTER) {
+            if lock(&self.shared.inner).engine.stopped() {
+                return Err(ReplicatorError::NotConnected);
+            }
+            let blocker = monitors.apply.last_left().next();
+            let message = format!(
+                "replay of {seqno} has waited {STALL_REPORT_AFTER:?} for {blocker}: {}",
+                self.describe(blocker)
+            );
+            self.shared.app.log(LogLevel::Warning, &message);
+        }
+        Ok(())
     }
 }

@@ -251,19 +251,20 @@ impl Replicator {
 
     /// Brute-force aborts local transaction `victim` on behalf of the write-set at `bf_seqno`.
     pub fn abort_certification(&self, bf_seqno: Seqno, victim: u64) -> AbortOutcome {
-        let (outcome, interrupt) = lock(&self.shared.inner)
-            .engine
-            .abort_certification(bf_seqno, victim);
-        if let Some(seqno) = interrupt {
-            if let Some(monitors) = lock(&self.shared.monitors).clone() {
-                // Interrupt exactly the wait the victim is in (or will be in next). An
-                // interrupt left on the commit monitor for a victim stopped at the apply
-                // monitor would later abort its own replay.
+        let monitors = lock(&self.shared.monitors).clone();
+        let outcome = {
+            let mut inner = lock(&self.shared.inner);
+            let (outcome, interrupt) = inner.engine.abort_certification(bf_seqno, victim);
+            if let (Some(seqno), Some(monitors)) = (interrupt, monitors) {
+                // Interrupt exactly the wait the victim is in (or will be in next); under
+                // the engine's lock, so that a replay beginning now either withdraws this
+                // interrupt or was seen by the engine, which then refused the abort.
                 if !monitors.apply.interrupt(seqno) {
                     monitors.commit.interrupt(seqno);
                 }
             }
-        }
+            outcome
+        };
         // Wake a victim waiting in `certify`, or at the pause gate.
         self.shared.notify_everyone();
         outcome

@@ -412,18 +412,18 @@ impl Simulation {
         let process = self.nodes[slot].process();
         let plan = process
             .engine
-            .replay_plan(trx_id)
+            .begin_replay(trx_id)
             .ok_or_else(|| format!("node {slot}: no replay plan for transaction {trx_id}"))?;
         if process.engine.pass_pause_gate(seqno, None) == GatePassage::Held {
             return Ok(false);
         }
+        // As the replicator's replay: only once every earlier seqno has committed.
+        let monitors = process.monitors.as_mut().expect("ordered here");
+        if plan.holds_slot && monitors.apply.last_left() < seqno.prev() {
+            return Ok(false);
+        }
         if !entered && !plan.holds_slot {
-            let monitors = process.monitors.as_mut().expect("ordered here");
-            if monitors
-                .apply
-                .try_enter(seqno, plan.meta.depends_on)
-                .is_err()
-            {
+            if monitors.apply.try_enter(seqno, seqno.prev()).is_err() {
                 return Ok(false);
             }
             process.engine.applier_entered(seqno);

@@ -37,10 +37,15 @@ impl Drop for ClusterGuard {
                 })
                 .chain(["arbitrator/arbitrator.log".to_owned()]);
             for name in logs {
-                let log = self.path().join(name);
+                let log = self.path().join(&name);
                 let Ok(text) = std::fs::read_to_string(&log) else {
                     continue;
                 };
+                if let Some(keep) = std::env::var_os("TRIREME_TEST_KEEP_LOGS") {
+                    // For a failure reproduced by hand: the whole log, not its tail.
+                    let kept = Path::new(&keep).join(name.replace('/', "-"));
+                    let _ = std::fs::write(kept, &text);
+                }
                 let lines: Vec<&str> = text.lines().collect();
                 let tail = &lines[lines.len().saturating_sub(60)..];
                 eprintln!("---- last {} lines of {} ----", tail.len(), log.display());
