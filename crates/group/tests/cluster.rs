@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use base::{Nanos, NodeState, Seqno};
-use common::{assert_same_history, config, Cluster, TICK_NS};
+use common::{address, assert_same_history, config, Cluster, TICK_NS};
 use group::{wire, Delivery, FlowTriggers, ReceiveError};
 
 #[test]
@@ -509,6 +509,62 @@ fn bad_input_is_refused_with_a_specific_error_and_nothing_is_lost() {
     assert!(cluster.node(0).is_primary());
     assert_same_history(&cluster, &[0, 1, 2]);
     assert!(cluster.ordered(0).values().any(|v| v.starts_with("ws")));
+}
+
+/// A large write-set goes out a few chunks at a time, each batch once the one before is
+/// ordered, so that write-sets sent after it, from any member, need not wait behind all
+/// of its chunks in the leader's log.
+#[test]
+fn a_large_write_set_keeps_few_chunks_in_flight_and_small_ones_pass_it() {
+    let mut cluster = Cluster::new(3);
+    cluster.run(10);
+    let window = 8 * group::CHUNK_BYTES;
+    let large = vec![7u8; 40 * group::CHUNK_BYTES];
+    cluster.node(1).submit(large.clone());
+    // The origin's first poll, before the network carries anything: one window's worth.
+    let now = Nanos(cluster.now);
+    let (outgoing, deliveries) = cluster.node(1).poll(now);
+    cluster.delivered[1].extend(deliveries);
+    assert_eq!(cluster.node(1).status().chunk_bytes_in_flight, window);
+    let sent: usize = outgoing.iter().map(|o| o.bytes.len()).sum();
+    assert!(
+        (window..window + group::CHUNK_BYTES).contains(&sent),
+        "{sent} bytes sent for a window of {window}"
+    );
+    cluster.node(2).submit(b"small".to_vec());
+    cluster.node(1).submit(b"small of the origin".to_vec());
+    for message in outgoing {
+        let to = (0..3).find(|i| address(*i) == message.address).unwrap();
+        cluster.inject(to, &message.bytes).unwrap();
+    }
+    for _ in 0..400 {
+        if cluster.node(1).status().pending_submissions == 0 {
+            break;
+        }
+        cluster.step();
+        let in_flight = cluster.node(1).status().chunk_bytes_in_flight;
+        assert!(in_flight <= window, "{in_flight} bytes of chunks in flight");
+    }
+    cluster.run(10);
+    assert_same_history(&cluster, &[0, 1, 2]);
+    let seqno_of = |wanted: &[u8]| {
+        cluster.delivered[0]
+            .iter()
+            .find_map(|d| match d {
+                Delivery::WriteSet { seqno, payload, .. } if payload == wanted => Some(*seqno),
+                _ => None,
+            })
+            .expect("ordered")
+    };
+    let large_at = seqno_of(&large);
+    assert!(
+        seqno_of(b"small") < large_at,
+        "a small write-set passed the large one"
+    );
+    assert!(
+        seqno_of(b"small of the origin") < large_at,
+        "so did one of the large one's own origin"
+    );
 }
 
 #[test]

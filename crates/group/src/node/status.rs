@@ -106,6 +106,9 @@ pub struct GroupStatus {
     pub flow: FlowCounters,
     /// Submissions not yet seen ordered.
     pub pending_submissions: usize,
+    /// Bytes of large write-sets' chunks sent and not yet seen ordered (a window of a few
+    /// chunks: see `CHUNKS_IN_FLIGHT_BYTES`).
+    pub chunk_bytes_in_flight: usize,
     /// Raft log entries held in memory.
     pub log_entries: usize,
     /// What to save to come back as this member after a crash (in a component of two).
@@ -164,6 +167,7 @@ impl GroupNode {
             paused_by: self.paused_by_names(),
             flow,
             pending_submissions: self.submissions.pending.len(),
+            chunk_bytes_in_flight: self.submissions.chunk_bytes_in_flight(),
             stop_requested: self.flow.stop_wanted,
             log_entries: self.raw.store().len(),
             saved_membership: self.saved_membership(),

@@ -44,6 +44,17 @@ pub const CHUNK_BYTES: usize = 256 << 10;
 /// on the next polls instead of queueing ahead of every other message to the leader.
 const SEND_BYTES_PER_POLL: usize = 4 << 20;
 
+/// At most this many bytes of chunks are sent and not yet seen in the order at once; a
+/// large write-set's further chunks wait until earlier ones are ordered. An origin could
+/// otherwise push a whole large write-set into the leader's log faster than the followers
+/// take it, and every write-set ordered meanwhile, from any member, would wait behind that
+/// backlog (a 160 MB DELETE stopped the other nodes' commits for the 4 s of its transfer).
+/// Whole write-sets never wait for this window: they pass a large one being ordered.
+const CHUNKS_IN_FLIGHT_BYTES: usize = 8 * CHUNK_BYTES;
+
+const _: () = assert!(CHUNK_BYTES <= CHUNKS_IN_FLIGHT_BYTES);
+const _: () = assert!(CHUNKS_IN_FLIGHT_BYTES <= SEND_BYTES_PER_POLL);
+
 /// The wait before a resend doubles with each send to the same leader, up to this many
 /// times: over a live connection a resend is rarely needed at all, and while a large
 /// write-set is being ordered early resends only add copies for the leader to drop.
@@ -57,6 +68,17 @@ pub(super) struct Submissions {
     pub(super) pending: BTreeMap<u64, PendingSubmission>,
     /// Leader only: submissions waiting to be proposed.
     pub(super) batch: Vec<Submission>,
+}
+
+impl Submissions {
+    /// Bytes of chunks sent and not yet seen ordered.
+    pub(super) fn chunk_bytes_in_flight(&self) -> usize {
+        self.pending
+            .values()
+            .filter(|p| p.chunk.1 > 1 && p.sent.is_some())
+            .map(|p| p.payload.len())
+            .sum()
+    }
 }
 
 impl Default for Submissions {
@@ -196,6 +218,7 @@ impl GroupNode {
         let resend_ticks = self.config.resend_ticks;
         let mut to_send = Vec::new();
         let mut bytes = 0;
+        let mut chunks_in_flight = self.submissions.chunk_bytes_in_flight();
         // The id of the submission looked at last, and whether it has been sent.
         let mut previous: Option<(u64, bool)> = None;
         for (submit_id, pending) in self.submissions.pending.iter_mut() {
@@ -212,6 +235,16 @@ impl GroupNode {
                 None => !paused || pending.urgent || continues,
                 Some(_) => pending.resend_due(leader, tick, resend_ticks),
             };
+            let first_send_of_chunk = pending.sent.is_none() && pending.chunk.1 > 1;
+            let window_full = first_send_of_chunk
+                && chunks_in_flight + pending.payload.len() > CHUNKS_IN_FLIGHT_BYTES;
+            if window_full {
+                base::mark!("group.chunk_waits_for_earlier_chunks_ordered");
+            }
+            let due = due && !window_full;
+            if due && first_send_of_chunk {
+                chunks_in_flight += pending.payload.len();
+            }
             if due {
                 if bytes >= SEND_BYTES_PER_POLL {
                     break;
