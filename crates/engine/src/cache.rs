@@ -49,6 +49,21 @@ pub trait ActionStore: Send {
     fn truncate_after(&mut self, last: Seqno) -> Result<(), String>;
     /// Appends the record for `seqno`, the successor of the newest held (or the first).
     fn append(&mut self, seqno: Seqno, kind: u8, body: &[u8]) -> Result<(), String>;
+    /// [`ActionStore::append`] of the body `head` then `rest`. A store that writes the two
+    /// in place spares a large write-set the copy into one buffer (a fresh 160 MB for a
+    /// large DELETE, on every node, while its appliers need the CPU).
+    fn append_split(
+        &mut self,
+        seqno: Seqno,
+        kind: u8,
+        head: &[u8],
+        rest: &[u8],
+    ) -> Result<(), String> {
+        let mut body = Vec::with_capacity(head.len() + rest.len());
+        body.extend_from_slice(head);
+        body.extend_from_slice(rest);
+        self.append(seqno, kind, &body)
+    }
     /// The record for `seqno`: its kind and body, `None` when not held.
     fn get(&self, seqno: Seqno) -> Result<Option<(u8, Vec<u8>)>, String>;
     /// Never purges `floor` or anything after it (`None`: purge as usual).
@@ -111,13 +126,13 @@ impl ActionCache {
         let Some(store) = self.store.as_mut() else {
             return Ok(());
         };
-        let body = Action::cache_body(depends_on, payload);
         let continues =
             store.history() == cluster && store.range().is_none_or(|(_, max)| max.next() == seqno);
         if !continues {
             store.reset(cluster)?;
         }
-        store.append(seqno, kind as u8, &body)
+        // The body of `Action::cache_body`, in its two pieces.
+        store.append_split(seqno, kind as u8, &depends_on.to_le_bytes(), payload)
     }
 
     /// Drops what is cached past `position`, the server's committed position at start:

@@ -115,6 +115,7 @@ impl RecordHeader {
 
 /// Appends the header of a record for `payload` (its checksum covers the payload) to `out`;
 /// the payload goes right after it.
+#[cfg(test)]
 pub(crate) fn encode_record_header(
     out: &mut Vec<u8>,
     seed: u32,
@@ -123,14 +124,31 @@ pub(crate) fn encode_record_header(
     timestamp: u64,
     payload: &[u8],
 ) {
-    let payload_len = u32::try_from(payload.len()).expect("caller checked the payload length");
+    encode_split_record_header(out, seed, seqno, kind, timestamp, [&[], payload]);
+}
+
+/// [`encode_record_header`] for a payload given in two pieces, stored one after the other.
+pub(crate) fn encode_split_record_header(
+    out: &mut Vec<u8>,
+    seed: u32,
+    seqno: Seqno,
+    kind: u8,
+    timestamp: u64,
+    payload: [&[u8]; 2],
+) {
+    let payload_len = u32::try_from(payload[0].len() + payload[1].len())
+        .expect("caller checked the payload length");
     let start = out.len();
     out.extend_from_slice(&RECORD_MAGIC);
     out.extend_from_slice(&payload_len.to_le_bytes());
     out.extend_from_slice(&seqno.0.to_le_bytes());
     out.extend_from_slice(&timestamp.to_le_bytes());
     out.extend_from_slice(&[kind, 0, 0, 0]);
-    let crc = crc32c::crc32c_append(crc32c::crc32c_append(seed, &out[start..]), payload);
+    let crc = payload
+        .iter()
+        .fold(crc32c::crc32c_append(seed, &out[start..]), |crc, piece| {
+            crc32c::crc32c_append(crc, piece)
+        });
     out.extend_from_slice(&crc.to_le_bytes());
 }
 

@@ -44,6 +44,18 @@ impl ActionStore for GcacheStore {
             .map_err(|e| e.to_string())
     }
 
+    fn append_split(
+        &mut self,
+        seqno: Seqno,
+        kind: u8,
+        head: &[u8],
+        rest: &[u8],
+    ) -> Result<(), String> {
+        self.0
+            .append_split(seqno, kind, [head, rest], unix_nanos())
+            .map_err(|e| e.to_string())
+    }
+
     fn get(&self, seqno: Seqno) -> Result<Option<(u8, Vec<u8>)>, String> {
         let record = self.0.get(seqno).map_err(|e| e.to_string())?;
         Ok(record.map(|r| (r.kind, r.payload)))

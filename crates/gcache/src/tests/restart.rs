@@ -384,3 +384,40 @@ fn ring_records_out_of_append_order_are_cut() {
     }
     assert_contents(&cache, |_| 100);
 }
+
+/// A record appended in two pieces is the record of their concatenation: read back whole,
+/// small (written from the scratch buffer) and large (its big piece written in place), and
+/// again after a restart has checked its checksum.
+#[test]
+fn a_record_appended_in_two_pieces_reads_back_as_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = small_config(dir.path());
+    config.size = 4 << 20;
+    let lens = [0usize, 17, 3_000, 200_000, 900_000, 5_000];
+    let open = |config: &GcacheConfig| Gcache::open(config.clone(), history(1)).expect("open");
+    let mut cache = open(&config);
+    for (i, len) in lens.iter().enumerate() {
+        let seqno = i as i64 + 1;
+        let body = payload(seqno, *len);
+        let (head, rest) = body.split_at((*len).min(8));
+        cache
+            .append_split(Seqno(seqno), 1, [head, rest], EPOCH + seqno as u64)
+            .unwrap_or_else(|e| panic!("append {seqno}: {e}"));
+    }
+    let check = |cache: &Gcache| {
+        for (i, len) in lens.iter().enumerate() {
+            let seqno = i as i64 + 1;
+            let record = cache.get(Seqno(seqno)).expect("read").expect("held");
+            assert_eq!(record.payload, payload(seqno, *len), "seqno {seqno}");
+        }
+    };
+    check(&cache);
+    drop(cache);
+    let (cache, logs) = Logs::capture(|| open(&config));
+    check(&cache);
+    assert!(
+        logs.at(Level::WARN).is_empty(),
+        "{:?}",
+        logs.at(Level::WARN)
+    );
+}
