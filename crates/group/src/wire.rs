@@ -300,7 +300,7 @@ pub(crate) fn bincode_try_encode<T: Serialize>(value: &T) -> Result<Vec<u8>, Wir
 }
 
 /// Deserializes a value, refusing oversized lengths and trailing bytes.
-pub(crate) fn bincode_decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, WireError> {
+pub(crate) fn bincode_decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, WireError> {
     use bincode::Options;
     bincode_options()
         .deserialize(bytes)

@@ -501,8 +501,20 @@ fn state_and_entries_round_trip() {
     let state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
     assert_eq!(GroupState::decode(&state.encode()), Ok(state));
     let entry = LogEntry::Control(Control::State(3, NodeState::Joined));
+    assert!(LogEntry::decodes(&entry.encode()));
     assert_eq!(LogEntry::decode(&entry.encode()), Ok(entry));
     assert!(LogEntry::decode(&[0xff, 0xff, 0xff]).is_err());
+    assert!(!LogEntry::decodes(&[0xff, 0xff, 0xff]));
+    // A batch of chunks, as checked on arrival without copying them; one byte short is not.
+    let chunk = Submission {
+        origin: Uuid([4; 16]),
+        submit_id: 12,
+        payload: vec![5; crate::CHUNK_BYTES],
+        chunk: (0, 2),
+    };
+    let bytes = LogEntry::Batch(vec![Submission::whole(Uuid([3; 16]), 1, vec![]), chunk]).encode();
+    assert!(LogEntry::decodes(&bytes));
+    assert!(!LogEntry::decodes(&bytes[..bytes.len() - 1]));
 }
 
 mod fuzz {
@@ -670,6 +682,8 @@ mod fuzz {
             } else {
                 mutated(samples[sample].encode(), &edits, cut)
             };
+            // The check on arrival accepts exactly what decodes.
+            prop_assert_eq!(LogEntry::decodes(&bytes), LogEntry::decode(&bytes).is_ok());
             let Ok(entry) = LogEntry::decode(&bytes) else {
                 return Ok(());
             };
