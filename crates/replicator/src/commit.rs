@@ -122,7 +122,10 @@ impl Replicator {
     /// locked and need to abort it. A replay the server fails leaves this node's data
     /// behind the cluster's: the node leaves, and the error says so.
     pub fn replay(&self, trx_id: u64, ctx: RecvContext) -> Result<(), ReplicatorError> {
-        let monitors = self.monitors();
+        // No monitors yet: nothing was ordered, so there is nothing to replay.
+        let monitors = lock(&self.shared.monitors)
+            .clone()
+            .ok_or(ReplicatorError::UnknownTransaction(trx_id))?;
         let plan = {
             let mut inner = lock(&self.shared.inner);
             let plan = inner
