@@ -379,10 +379,11 @@ impl Gcache {
                 });
             }
         }
-        let len = u32::try_from(payload[0].len() + payload[1].len())
+        let total = payload[0].len() + payload[1].len();
+        let len = u32::try_from(total)
             .ok()
             .filter(|len| *len <= u32::MAX - RECORD_HEADER_LEN as u32 - RECORD_ALIGN as u32)
-            .ok_or(GcacheError::PayloadTooLarge { len: payload.len() })?;
+            .ok_or(GcacheError::PayloadTooLarge { len: total })?;
         self.clock = self.clock.max(now_unix_nanos);
         // Non-decreasing timestamps keep the index sorted by age even across clock steps.
         let timestamp = now_unix_nanos.max(self.last_timestamp);
