@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use crossbeam_channel::{bounded, Receiver};
 use tls::Stream;
 
@@ -85,7 +86,8 @@ enum Work {
     Piece {
         path: Arc<str>,
         offset: u64,
-        data: Arc<Vec<u8>>,
+        /// A slice of the backup's chunk, shared with the chunk's other pieces.
+        data: Bytes,
         resends: u32,
     },
     File {

@@ -25,6 +25,7 @@ use crate::swap::{self, journal_path, staging_dir};
 use crate::xbstream::check_relative_path;
 use crate::{exit_code, log, SstError};
 
+mod direct;
 mod preparing;
 mod receiving;
 #[cfg(test)]
@@ -610,9 +611,11 @@ fn receive_snapshot(
         "INFO",
         &format!(
             "copied {got_bytes} bytes in {copy_seconds:.2} s ({:.0} MB/s) over {streams} \
-             streams: {pieces} pieces in {files} files, {} resumed pieces ({:.1} MiB) not \
-             sent again, {} pieces failed their CRC32C check and were sent again",
+             streams: {pieces} pieces in {files} files ({} written past the page cache), {} \
+             resumed pieces ({:.1} MiB) not sent again, {} pieces failed their CRC32C check \
+             and were sent again",
             got_bytes as f64 / copy_seconds.max(1e-3) / 1e6,
+            shared.direct_pieces.load(Ordering::Relaxed),
             shared.resumed_pieces(),
             resumed as f64 / (1 << 20) as f64,
             shared.rejected.load(Ordering::Relaxed),

@@ -10,7 +10,6 @@
 
 use std::io::{self, Read};
 
-use crate::frame::read_bounded;
 use crate::SstError;
 
 const MAGIC: &[u8; 8] = b"XBSTCK01";
@@ -20,6 +19,11 @@ const FLAG_IGNORABLE: u8 = 0x01;
 const MAX_PATH: u32 = 512;
 /// Largest chunk accepted.
 const MAX_CHUNK: u64 = 256 << 20;
+/// What a chunk's buffer reserves before its bytes arrive: mariadb-backup's chunks fit, so
+/// they are read in place without growing the buffer, while a damaged length field cannot
+/// make the reader reserve [`MAX_CHUNK`] up front.
+const CHUNK_RESERVE: u64 = 16 << 20;
+const _: () = assert!(CHUNK_RESERVE <= MAX_CHUNK);
 
 /// One chunk.
 #[derive(Debug, PartialEq, Eq)]
@@ -90,9 +94,7 @@ impl<R: Read> XbReader<R> {
                     if len > MAX_CHUNK {
                         return Err(self.bad(at, "a chunk is larger than 256 MiB"));
                     }
-                    let mut data = Vec::new();
-                    read_bounded(&mut self.input, len as usize, &mut data)
-                        .map_err(|e| self.read_error(e, at))?;
+                    let data = self.read_payload(len, at)?;
                     self.position += 20 + len;
                     return Ok(Some(Chunk::Payload { path, offset, data }));
                 }
@@ -128,6 +130,20 @@ impl<R: Read> XbReader<R> {
         self.input
             .read_exact(buf)
             .map_err(|e| self.read_error(e, at))
+    }
+
+    /// A chunk's `len` bytes, read straight into their buffer (no zero-filling, no copy
+    /// as it grows).
+    fn read_payload(&mut self, len: u64, at: u64) -> Result<Vec<u8>, SstError> {
+        let mut data = Vec::with_capacity(len.min(CHUNK_RESERVE) as usize);
+        (&mut self.input)
+            .take(len)
+            .read_to_end(&mut data)
+            .map_err(|e| self.read_error(e, at))?;
+        if data.len() as u64 != len {
+            return Err(self.bad(at, "the stream ends inside a chunk"));
+        }
+        Ok(data)
     }
 
     fn read_error(&self, error: io::Error, at: u64) -> SstError {

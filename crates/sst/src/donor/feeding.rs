@@ -1,7 +1,15 @@
-//! Feeding the streams: mariadb-backup's output (or a plain list of files) cut into pieces,
+//! Feeding the streams: mariadb-backup's output cut into pieces,
 //! queued for the stream threads, with compression switched on when it pays.
 
 use super::*;
+
+/// The pipe from mariadb-backup holds a whole piece (Linux's default limit for a pipe's
+/// size), so the tool writes a chunk with few wake-ups of this reader.
+const BACKUP_PIPE_BYTES: usize = PIECE_BYTES as usize;
+/// The buffer chunk headers are read through. Most of a payload longer than it is read
+/// straight into the payload's own buffer; a shorter one is copied once more, from here.
+const HEADER_BUFFER_BYTES: usize = 64 << 10;
+const _: () = assert!(HEADER_BUFFER_BYTES < BACKUP_PIPE_BYTES);
 
 /// Runs mariadb-backup and queues its pieces for the streams; waits for the tool.
 pub(super) fn feed_backup(
@@ -15,7 +23,10 @@ pub(super) fn feed_backup(
     let work_dir = std::env::temp_dir().join(format!("trireme-sst-backup-{}", std::process::id()));
     let mut backup = start_backup(args, settings, &work_dir)?;
     let stdout = backup.stdout.take().expect("piped stdout");
-    let mut reader = XbReader::new(BufReader::with_capacity(1 << 20, stdout));
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(&stdout, BACKUP_PIPE_BYTES) {
+        tracing::debug!("the backup's pipe keeps its size: {e}");
+    }
+    let mut reader = XbReader::new(BufReader::with_capacity(HEADER_BUFFER_BYTES, stdout));
     let fed = feed_chunks(&mut reader, settings, progress, sender, work, failure);
     let status = finish_backup(&mut backup, fed.is_err());
     let _ = fs::remove_dir_all(&work_dir);
@@ -46,13 +57,14 @@ pub(super) fn feed_chunks(
             queue(work, Work::File { path: path.clone() }, failure)?;
         }
         if let Some((offset, data)) = payload {
+            let data = Bytes::from(data);
             for (piece_offset, piece) in cut_pieces(offset, &data) {
                 fed.pieces += 1;
                 fed.bytes += piece.len() as u64;
                 let piece = Work::Piece {
                     path: path.clone(),
                     offset: piece_offset,
-                    data: Arc::new(piece.to_vec()),
+                    data: data.slice_ref(piece),
                     resends: 0,
                 };
                 queue(work, piece, failure)?;

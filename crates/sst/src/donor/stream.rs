@@ -88,8 +88,12 @@ pub(super) fn send_work(
 ) -> Result<(), SstError> {
     window.seq += 1;
     let seq = window.seq;
-    let (frame, with_payload) = frame_for(&item, seq, sender, scratch)?;
-    let payload: &[u8] = if with_payload { scratch } else { &[] };
+    let (frame, body) = frame_for(&item, seq, sender, scratch)?;
+    let payload: &[u8] = match &body {
+        Body::Empty => &[],
+        Body::Piece(bytes) => bytes,
+        Body::Scratch => scratch,
+    };
     if let Some(rate) = &sender.rate {
         rate.take(payload.len() + 64);
     }
@@ -108,17 +112,27 @@ pub(super) fn send_work(
     Ok(())
 }
 
-/// The frame for one piece of work; whether its payload is in `scratch`.
+/// Where a frame's payload is.
+pub(super) enum Body {
+    /// The frame has none.
+    Empty,
+    /// The piece's bytes as they are.
+    Piece(Bytes),
+    /// The scratch buffer: compressed, or corrupted by fault injection.
+    Scratch,
+}
+
+/// The frame for one piece of work, and where its payload is.
 pub(super) fn frame_for(
     item: &Work,
     seq: u64,
     sender: &Sender,
     scratch: &mut Vec<u8>,
-) -> Result<(Frame, bool), SstError> {
+) -> Result<(Frame, Body), SstError> {
     let (path, offset, data, resends) = match item {
         Work::File { path } => {
             let path = path.to_string();
-            return Ok((Frame::File { seq, path }, false));
+            return Ok((Frame::File { seq, path }, Body::Empty));
         }
         Work::Piece {
             path,
@@ -147,23 +161,27 @@ pub(super) fn frame_for(
                 offset,
                 len,
             },
-            false,
+            Body::Empty,
         ));
     }
     let crc = crc32c::crc32c(data);
     let compressed = sender.compress.load(Ordering::Relaxed);
-    scratch.clear();
+    let mut body = Body::Piece(data.clone());
     if compressed {
         *scratch = zstd::bulk::compress(data, sender.level)
             .map_err(|e| SstError::io("compressing a piece", e))?;
-    } else {
-        scratch.extend_from_slice(data);
+        body = Body::Scratch;
     }
     let number = sender.totals.data_pieces.fetch_add(1, Ordering::Relaxed) + 1;
     if sender.corrupt_piece == Some(number)
+        && !data.is_empty()
         && !sender.corrupted.swap(true, Ordering::Relaxed)
-        && !scratch.is_empty()
     {
+        if !compressed {
+            scratch.clear();
+            scratch.extend_from_slice(data);
+            body = Body::Scratch;
+        }
         let middle = scratch.len() / 2;
         scratch[middle] ^= 0xff;
         log(
@@ -186,7 +204,7 @@ pub(super) fn frame_for(
         crc,
         compressed,
     };
-    Ok((frame, true))
+    Ok((frame, body))
 }
 
 /// Reads one answer of the joiner on a data stream.

@@ -35,21 +35,37 @@ struct Delivered {
     counts: (u64, u64, u64),
     totals: Arc<Totals>,
     written: Vec<u8>,
+    /// Pieces the joiner wrote past the page cache.
+    direct: u64,
     /// The certificate subjects each side saw of the other (TLS only).
     donor_saw: Option<String>,
     joiner_saw: Option<String>,
 }
 
+/// How a loopback transfer runs.
+#[derive(Default)]
+struct Setup {
+    /// The pieces (by index) the joiner holds from an earlier attempt.
+    held: Vec<usize>,
+    /// The data piece the donor corrupts once.
+    corrupt: Option<u64>,
+    /// Pieces go uncompressed.
+    uncompressed: bool,
+}
+
 /// One stream from `donor` to `joiner` over loopback TCP, without mariadb-backup: the
-/// joiner admits the connection and receives; `held` are the pieces (by index) it holds
-/// from an earlier attempt, `corrupt` the data piece the donor corrupts once.
+/// joiner admits the connection and receives.
 fn stream_over_loopback(
     donor: Session,
     joiner: Session,
     data: &[Vec<u8>],
-    held: &[usize],
-    corrupt: Option<u64>,
+    setup: Setup,
 ) -> Delivered {
+    let Setup {
+        held,
+        corrupt,
+        uncompressed,
+    } = setup;
     let staging = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
@@ -79,7 +95,7 @@ fn stream_over_loopback(
     };
     let mut connection = connect(&address, &donor).unwrap();
     let mut sender = Sender::new(&Settings::default(), manifest);
-    sender.compress = Arc::new(AtomicBool::new(true));
+    sender.compress = Arc::new(AtomicBool::new(!uncompressed));
     sender.level = 3;
     sender.corrupt_piece = corrupt;
     let (tx, rx) = bounded(4);
@@ -92,7 +108,7 @@ fn stream_over_loopback(
                 let work = Work::Piece {
                     path: path.clone(),
                     offset: i as u64 * PIECE_BYTES,
-                    data: Arc::new(piece),
+                    data: Bytes::from(piece),
                     resends: 0,
                 };
                 tx.send(work).unwrap();
@@ -107,6 +123,7 @@ fn stream_over_loopback(
         counts: receiving.counts(),
         totals: sender.totals.clone(),
         written: std::fs::read(staging.path().join("db/t.ibd")).unwrap(),
+        direct: receiving.direct_pieces(),
         donor_saw: connection.peer_subject(),
         joiner_saw,
     }
@@ -126,7 +143,11 @@ fn plaintext_pair() -> (Session, Session) {
 fn pieces_cross_loopback_compressed_checked_and_resumed() {
     let data = pieces();
     let (donor, joiner) = plaintext_pair();
-    let first = stream_over_loopback(donor, joiner, &data, &[], Some(2));
+    let setup = Setup {
+        corrupt: Some(2),
+        ..Setup::default()
+    };
+    let first = stream_over_loopback(donor, joiner, &data, setup);
     assert_eq!(first.counts, (6, 0, 1), "one corrupted piece, resent");
     assert_eq!(first.totals.resent.load(Ordering::Relaxed), 1);
     assert_eq!(
@@ -141,7 +162,11 @@ fn pieces_cross_loopback_compressed_checked_and_resumed() {
     );
 
     let (donor, joiner) = plaintext_pair();
-    let resumed = stream_over_loopback(donor, joiner, &data, &[0, 1, 2], None);
+    let setup = Setup {
+        held: vec![0, 1, 2],
+        ..Setup::default()
+    };
+    let resumed = stream_over_loopback(donor, joiner, &data, setup);
     let (pieces, resumed_bytes, rejected) = resumed.counts;
     assert_eq!((pieces, rejected), (6, 0));
     assert_eq!(
@@ -166,13 +191,36 @@ fn pieces_cross_loopback_under_tls() {
     let secret = Secret::generate().unwrap();
     let donor = Session::new(secret.clone(), tls("node-b.key", "node-b.pem", "ca.pem"));
     let joiner = Session::new(secret, tls("node.key", "node.pem", "ca.pem"));
-    let delivered = stream_over_loopback(donor, joiner, &data, &[], Some(4));
+    let setup = Setup {
+        corrupt: Some(4),
+        ..Setup::default()
+    };
+    let delivered = stream_over_loopback(donor, joiner, &data, setup);
     assert_eq!(delivered.counts, (6, 0, 1));
     assert_eq!(delivered.written, data.concat());
     let donor_saw = delivered.donor_saw.expect("TLS on the donor's side");
     let joiner_saw = delivered.joiner_saw.expect("TLS on the joiner's side");
     assert!(donor_saw.ends_with("CN=node"), "{donor_saw}");
     assert!(joiner_saw.ends_with("CN=node-b"), "{joiner_saw}");
+}
+
+/// Uncompressed pieces go out as slices of the backup's chunk, and the joiner writes the
+/// aligned ones past the page cache: every whole piece, but not a file's short tail. A
+/// corrupted uncompressed piece is still caught and sent again.
+#[test]
+fn aligned_pieces_are_written_past_the_page_cache() {
+    let mut data = pieces();
+    data.push((0..1000u32).map(|b| b as u8).collect());
+    let (donor, joiner) = plaintext_pair();
+    let setup = Setup {
+        corrupt: Some(3),
+        uncompressed: true,
+        ..Setup::default()
+    };
+    let delivered = stream_over_loopback(donor, joiner, &data, setup);
+    assert_eq!(delivered.counts, (7, 0, 1), "one corrupted piece, resent");
+    assert_eq!(delivered.written, data.concat(), "every byte in place");
+    assert_eq!(delivered.direct, 6, "the six whole pieces, not the tail");
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! it into the staging directory, journalled so that a restarted joiner resumes.
 
 use std::borrow::Cow;
+use std::sync::atomic::AtomicBool;
+
+use super::direct::{self, AlignedBuffer};
 
 use super::*;
 
@@ -90,6 +93,12 @@ pub(crate) struct Receiving {
     pub(super) staging: PathBuf,
     pub(super) held: HashMap<(String, u64), HeldPiece>,
     pub(super) files: Mutex<HashMap<String, Arc<File>>>,
+    /// Each file's handle for direct writes; `None` once its file system refused one.
+    pub(super) direct_files: Mutex<HashMap<String, Option<Arc<File>>>>,
+    /// Pieces written past the page cache.
+    pub(super) direct_pieces: AtomicU64,
+    /// Whether a refused direct write was logged (once per transfer).
+    pub(super) direct_refusal_logged: AtomicBool,
     pub(super) seen: Mutex<HashSet<(String, u64)>>,
     pub(super) extents: Mutex<HashMap<String, u64>>,
     pub(super) journal: Mutex<JournalBuffer>,
@@ -116,6 +125,9 @@ impl Receiving {
                 .map(|p| ((p.path.clone(), p.offset), p))
                 .collect(),
             files: Mutex::new(HashMap::new()),
+            direct_files: Mutex::new(HashMap::new()),
+            direct_pieces: AtomicU64::new(0),
+            direct_refusal_logged: AtomicBool::new(false),
             seen: Mutex::new(HashSet::new()),
             extents: Mutex::new(HashMap::new()),
             journal: Mutex::new(JournalBuffer {
@@ -139,6 +151,12 @@ impl Receiving {
         )
     }
 
+    /// Pieces written past the page cache.
+    #[cfg(test)]
+    pub(crate) fn direct_pieces(&self) -> u64 {
+        self.direct_pieces.load(Ordering::Relaxed)
+    }
+
     pub(super) fn file(&self, path: &str) -> io::Result<Arc<File>> {
         let mut files = lock(&self.files);
         if let Some(file) = files.get(path) {
@@ -160,6 +178,55 @@ impl Receiving {
         Ok(file)
     }
 
+    /// Writes an aligned piece past the page cache (see `direct`); false when its file
+    /// cannot take direct writes, and the caller writes it through the page cache.
+    pub(super) fn write_direct(
+        &self,
+        path: &str,
+        offset: u64,
+        bytes: &[u8],
+        aligned: &mut AlignedBuffer,
+    ) -> io::Result<bool> {
+        let Some(file) = self.direct_file(path)? else {
+            return Ok(false);
+        };
+        let Some(window) = aligned.fill(bytes) else {
+            return Ok(false);
+        };
+        if direct::write_direct(&file, window, offset)? {
+            self.direct_pieces.fetch_add(1, Ordering::Relaxed);
+            return Ok(true);
+        }
+        lock(&self.direct_files).insert(path.to_string(), None);
+        self.note_direct_refusal(path);
+        Ok(false)
+    }
+
+    fn direct_file(&self, path: &str) -> io::Result<Option<Arc<File>>> {
+        let mut files = lock(&self.direct_files);
+        if let Some(file) = files.get(path) {
+            return Ok(file.clone());
+        }
+        let file = direct::open_direct(&self.staging.join(path))?.map(Arc::new);
+        if file.is_none() {
+            self.note_direct_refusal(path);
+        }
+        files.insert(path.to_string(), file.clone());
+        Ok(file)
+    }
+
+    fn note_direct_refusal(&self, path: &str) {
+        if !self.direct_refusal_logged.swap(true, Ordering::Relaxed) {
+            log(
+                "INFO",
+                &format!(
+                    "the staging directory refuses direct writes (O_DIRECT), first for {path}: \
+                     such pieces go through the page cache"
+                ),
+            );
+        }
+    }
+
     /// Counts a piece once (a resent piece replaces, not adds).
     pub(super) fn count(&self, path: &str, offset: u64, len: u32, resumed: bool) {
         if lock(&self.seen).insert((path.to_string(), offset)) {
@@ -179,8 +246,9 @@ impl Receiving {
         self.held.keys().filter(|k| seen.contains(*k)).count() as u64
     }
 
-    /// Writes the journal lines of pieces written so far (their data is in the page cache
-    /// and survives the process; see `verify_held` for what a resumed attempt re-checks).
+    /// Writes the journal lines of pieces written so far (their data is on the device or in
+    /// the page cache, and survives the process; see `verify_held` for what a resumed
+    /// attempt re-checks).
     pub(super) fn flush_journal(&self) {
         let mut buffer = lock(&self.journal);
         let pending = std::mem::take(&mut buffer.pending);
@@ -202,6 +270,7 @@ pub(crate) fn receive_stream(
     shared: &Receiving,
 ) -> Result<Announced, SstError> {
     let mut payload = Vec::new();
+    let mut aligned = AlignedBuffer::new();
     let mut waiting = WaitingShare::new();
     loop {
         let before = Instant::now();
@@ -222,7 +291,7 @@ pub(crate) fn receive_stream(
                 check_relative_path(&path).map_err(SstError::Protocol)?;
                 match verified_piece(&payload, len, crc, compressed) {
                     Some(bytes) => {
-                        store_piece(shared, path, offset, &bytes)?;
+                        store_piece(shared, path, offset, &bytes, &mut aligned)?;
                         Frame::Ack {
                             seq,
                             waiting_permille,
@@ -337,18 +406,27 @@ fn verified_piece(payload: &[u8], len: u32, crc: u32, compressed: bool) -> Optio
     (bytes.len() == len as usize && crc32c::crc32c(&bytes) == crc).then_some(bytes)
 }
 
-/// Writes a verified piece into its staging file, and records it for the journal.
+/// Writes a verified piece into its staging file (past the page cache when it is
+/// aligned), and records it for the journal.
 fn store_piece(
     shared: &Receiving,
     path: String,
     offset: u64,
     bytes: &[u8],
+    aligned: &mut AlignedBuffer,
 ) -> Result<(), SstError> {
+    let writing = || format!("writing {path} in the staging directory");
     let file = shared
         .file(&path)
         .map_err(|e| SstError::io(format!("opening {path} in the staging directory"), e))?;
-    file.write_all_at(bytes, offset)
-        .map_err(|e| SstError::io(format!("writing {path} in the staging directory"), e))?;
+    let direct = direct::is_aligned(offset, bytes.len())
+        && shared
+            .write_direct(&path, offset, bytes, aligned)
+            .map_err(|e| SstError::io(writing(), e))?;
+    if !direct {
+        file.write_all_at(bytes, offset)
+            .map_err(|e| SstError::io(writing(), e))?;
+    }
     let len = u32::try_from(bytes.len()).expect("a piece's length fits its frame's u32");
     shared.count(&path, offset, len, false);
     lock(&shared.journal).pending.push(HeldPiece {
@@ -421,6 +499,7 @@ pub(super) fn finish_files(
             .map_err(|e| SstError::io(format!("truncating {path}"), e))?;
     }
     lock(&shared.files).clear();
+    lock(&shared.direct_files).clear();
     pub(super) fn walk(root: &Path, dir: &Path, keep: &HashMap<String, u64>) -> io::Result<()> {
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
