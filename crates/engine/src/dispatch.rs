@@ -13,6 +13,7 @@ use group::Delivery;
 use writeset::{Bytes, DecodeError, WriteSet};
 
 use crate::cache::ActionCache;
+use crate::donor::Donation;
 use crate::effects::{CacheWrite, Effect};
 use crate::ist::{ActionKind, FAILED_CERT};
 use crate::task::Task;
@@ -129,9 +130,15 @@ impl NodeEngine {
                 donor_uuid,
                 donor_is_me,
                 joiner,
+                safe_seqno,
             } => {
                 self.note_own_request(now, joiner, &donor, donor_uuid);
-                self.on_state_request(joiner, request, donor, donor_is_me, cache);
+                let donation = Donation {
+                    donor,
+                    donor_is_me,
+                    safe_seqno,
+                };
+                self.on_state_request(joiner, request, donation, cache);
             }
             Delivery::Causal { id, seqno } => self.causal_answered(id, seqno),
             Delivery::VoteRequested { seqno, by } => self.on_vote_requested(seqno, &by),
@@ -176,6 +183,7 @@ impl NodeEngine {
             donor_uuid,
             donor_is_me,
             request,
+            ..
         } = &delivery
         {
             let (joiner, donor, donor_uuid) = (*joiner, donor.clone(), *donor_uuid);

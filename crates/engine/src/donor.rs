@@ -72,6 +72,16 @@ pub fn plan_donation(
     DonorPlan::Ist { first, pin }
 }
 
+/// Who the group chose to serve a state request, and where the order was when it did.
+pub(crate) struct Donation {
+    /// The chosen donor's Raft id, or why none could be chosen.
+    pub(crate) donor: Result<u64, NoDonor>,
+    /// Whether this node is the chosen donor.
+    pub(crate) donor_is_me: bool,
+    /// The commit cut at the request's place in the order.
+    pub(crate) safe_seqno: Seqno,
+}
+
 impl NodeEngine {
     /// A state request in the order: the joiner's donor serves it, and every member forgets
     /// what it kept for that joiner's absence once a donor has it.
@@ -79,10 +89,14 @@ impl NodeEngine {
         &mut self,
         joiner: Uuid,
         request: StateRequest,
-        donor: Result<u64, NoDonor>,
-        donor_is_me: bool,
+        donation: Donation,
         cache: &mut ActionCache,
     ) {
+        let Donation {
+            donor,
+            donor_is_me,
+            safe_seqno,
+        } = donation;
         let served = donor.is_ok();
         let joiner_name = self
             .view
@@ -91,7 +105,7 @@ impl NodeEngine {
             .find(|(id, _)| *id == joiner)
             .map(|(_, name)| name.clone());
         if joiner != self.view.own && donor_is_me {
-            self.serve_state_request(request, cache);
+            self.serve_state_request(request, safe_seqno, cache);
         }
         // The returning member's gap is in a donor's hands now (pinned there while it is
         // sent): the others need not keep it any longer.
@@ -102,11 +116,22 @@ impl NodeEngine {
         }
     }
 
-    fn serve_state_request(&mut self, request: StateRequest, cache: &mut ActionCache) {
-        let Some(cert) = self.certifier.as_ref() else {
+    fn serve_state_request(
+        &mut self,
+        request: StateRequest,
+        safe_seqno: Seqno,
+        cache: &mut ActionCache,
+    ) {
+        let Some(cert) = self.certifier.as_mut() else {
             self.refuse_without_state(&request);
             return;
         };
+        // The index is purged only as write-sets are certified, so after a bulk load and a
+        // quiet spell it still holds every key of the load, although every member reported
+        // them committed since: both sides would spend seconds of CPU on it beside the
+        // transfer. Every later write-set carries this commit cut or a later one, and each
+        // member purges to it before certifying, so purging early changes no verdict.
+        cert.purge_to(safe_seqno.min(cert.position()));
         // The joiner continues certification from exactly this point of the order.
         let position = cert.position();
         let index = cert.encode();

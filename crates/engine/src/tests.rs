@@ -84,6 +84,27 @@ fn requests(effects: &[Effect]) -> Vec<StateRequest> {
         .collect()
 }
 
+/// Node `joiner`'s request for a snapshot as the order delivers it, with the donor the
+/// group chose (node 1 is this node) at commit cut `safe_seqno`.
+fn ordered_request(joiner: u8, donor: Result<u64, NoDonor>, safe_seqno: Seqno) -> Delivery {
+    let donor_is_me = matches!(donor, Ok(1));
+    Delivery::StateRequest {
+        joiner: uuid(joiner),
+        request: StateRequest {
+            joiner: u64::from(joiner),
+            request_id: 1,
+            donor_names: String::new(),
+            sst_request: b"sst".to_vec(),
+            ist_from: Seqno::UNDEFINED,
+            ist_address: format!("node{joiner}/ist"),
+        },
+        donor,
+        donor_uuid: donor_is_me.then(|| uuid(1)),
+        donor_is_me,
+        safe_seqno,
+    }
+}
+
 /// A joiner at its first primary view, its request sent: what a node is while its state
 /// transfer runs.
 fn waiting_joiner(store: &MemoryStateStore) -> NodeEngine {
@@ -220,24 +241,7 @@ fn a_joiner_evicted_while_it_waits_asks_again_once_readmitted() {
 fn a_donor_without_state_refuses_at_once() {
     let store = MemoryStateStore::default();
     let mut engine = waiting_joiner(&store);
-    let request = StateRequest {
-        joiner: 99,
-        request_id: 1,
-        donor_names: String::new(),
-        sst_request: b"sst".to_vec(),
-        ist_from: Seqno::UNDEFINED,
-        ist_address: "node3/ist".into(),
-    };
-    deliver(
-        &mut engine,
-        Delivery::StateRequest {
-            joiner: uuid(3),
-            request,
-            donor: Ok(1),
-            donor_uuid: Some(uuid(1)),
-            donor_is_me: true,
-        },
-    );
+    deliver(&mut engine, ordered_request(3, Ok(1), Seqno::UNDEFINED));
     let refusal = engine.take_effects().into_iter().find_map(|e| match e {
         Effect::SendTransfer(transfer) => Some(transfer),
         _ => None,
@@ -252,23 +256,9 @@ fn a_donor_without_state_refuses_at_once() {
 fn a_request_no_donor_took_is_asked_again_a_second_later() {
     let store = MemoryStateStore::default();
     let mut engine = waiting_joiner(&store);
-    let request = StateRequest {
-        joiner: 1,
-        request_id: 1,
-        donor_names: String::new(),
-        sst_request: b"sst".to_vec(),
-        ist_from: Seqno::UNDEFINED,
-        ist_address: "node1/ist".into(),
-    };
     engine.on_delivery(
         Nanos(1_000),
-        Delivery::StateRequest {
-            joiner: uuid(1),
-            request,
-            donor: Err(NoDonor::NotYet),
-            donor_uuid: None,
-            donor_is_me: false,
-        },
+        ordered_request(1, Err(NoDonor::NotYet), Seqno::UNDEFINED),
         &mut ActionCache::disabled(),
     );
     engine.tick(Nanos(500_000_000), Seqno::UNDEFINED, true, None);
@@ -277,6 +267,64 @@ fn a_request_no_donor_took_is_asked_again_a_second_later() {
     engine.tick(Nanos(1_000_001_000), Seqno::UNDEFINED, true, None);
     engine.poll_state_request();
     assert_eq!(requests(&engine.take_effects()).len(), 1);
+}
+
+/// A donor's index leaves out what every member committed by the time of the request,
+/// although no write-set was certified since (a bulk load, then a quiet spell); its
+/// verdicts stay those of a member that kept the keys.
+#[test]
+fn a_donor_sends_its_index_purged_to_the_commit_cut_of_the_request() {
+    let store = MemoryStateStore::default();
+    let mut engine = connected(true, &store);
+    deliver(
+        &mut engine,
+        Delivery::View(view(1, &[1, 2], 1, true, true, 10)),
+    );
+    for seqno in 2..=4 {
+        let row = format!("r{seqno}");
+        deliver(&mut engine, remote_write_set_at_cut(seqno, &row, Seqno(1)));
+    }
+    tasks(&mut engine);
+    engine.take_effects();
+    let kept = engine.certifier.clone().expect("a founder certifies");
+    deliver(&mut engine, ordered_request(3, Ok(1), Seqno(3)));
+    let sent = engine.take_effects().into_iter().find_map(|e| match e {
+        Effect::SendTransfer(transfer) => Some(transfer),
+        _ => None,
+    });
+    let index = cert::Certifier::decode(&sent.expect("a donation").header.index).unwrap();
+    assert_eq!((index.position(), index.purged_to()), (Seqno(4), Seqno(3)));
+    assert_eq!(
+        kept.purged_to(),
+        Seqno(1),
+        "the write-sets alone did not purge it"
+    );
+    assert_eq!(
+        index.index_len() + 2,
+        kept.index_len(),
+        "the rows of seqnos 2 and 3 are gone (their table's keys stay, for seqno 4)"
+    );
+    // The next write-set carries that cut or a later one: both indexes judge it alike.
+    let next = writeset::WriteSet {
+        source: uuid(2),
+        conn_id: 1,
+        trx_id: 5,
+        last_seen: Seqno(3),
+        flags: writeset::flags::TRX_START | writeset::flags::TRX_END,
+        keys: vec![writeset::Key::new(
+            &["db", "t", "r4"],
+            base::KeyType::Exclusive,
+        )],
+        data: Vec::new().into(),
+    };
+    let (mut sent, mut kept) = (index, kept);
+    for cert in [&mut sent, &mut kept] {
+        cert.purge_to(Seqno(3));
+    }
+    assert_eq!(
+        format!("{:?}", sent.certify(Seqno(5), &next)),
+        format!("{:?}", kept.certify(Seqno(5), &next))
+    );
 }
 
 /// A founder that ordered one write-set of node 2 at seqno 2.
@@ -294,6 +342,11 @@ fn founder_with_one_write_set(store: &MemoryStateStore) -> NodeEngine {
 
 /// Node 2's write-set ordered at `seqno`, writing row `row`.
 fn remote_write_set(seqno: i64, row: &str) -> Delivery {
+    remote_write_set_at_cut(seqno, row, Seqno(1))
+}
+
+/// The same, ordered when every member had committed up to `safe_seqno`.
+fn remote_write_set_at_cut(seqno: i64, row: &str, safe_seqno: Seqno) -> Delivery {
     let write_set = writeset::WriteSet {
         source: uuid(2),
         conn_id: 1,
@@ -311,7 +364,7 @@ fn remote_write_set(seqno: i64, row: &str) -> Delivery {
         origin: uuid(2),
         submit_id: seqno as u64,
         local: false,
-        safe_seqno: Seqno(1),
+        safe_seqno,
         payload: write_set.to_bytes(),
     }
 }

@@ -107,6 +107,9 @@ pub enum Delivery {
         donor_uuid: Option<Uuid>,
         /// True if this node is the chosen donor.
         donor_is_me: bool,
+        /// The commit cut at this point of the order: every member had committed up to
+        /// here (the donor purges its certification index to it before sending it).
+        safe_seqno: Seqno,
     },
     /// The answer to [`GroupNode::causal_read`]: everything the group had ordered when the
     /// read was asked is at or below `seqno`, and was delivered before this.

@@ -284,6 +284,7 @@ impl GroupNode {
                         donor,
                         donor_uuid,
                         donor_is_me,
+                        safe_seqno: self.state.safe_seqno,
                     });
                 }
             }
