@@ -76,6 +76,7 @@ impl Replicator {
             started.elapsed()
         );
         shared.app.log(LogLevel::Info, &message);
+        lock(&shared.paused_since).get_or_insert((point, started));
         Ok(point)
     }
 
@@ -83,5 +84,12 @@ impl Replicator {
     pub fn resume(&self) {
         lock(&self.shared.inner).engine.resume();
         self.shared.notify_everyone();
+        if let Some((point, since)) = lock(&self.shared.paused_since).take() {
+            let message = format!(
+                "resumed after {:.2?} paused at {point}: commits after it waited that long",
+                since.elapsed()
+            );
+            self.shared.app.log(LogLevel::Info, &message);
+        }
     }
 }

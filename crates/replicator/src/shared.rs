@@ -94,6 +94,9 @@ pub(crate) struct Shared {
     pub(crate) monitors: Mutex<Option<Arc<Monitors>>>,
     /// `repl.causal_read_timeout`, which may change at runtime.
     pub(crate) causal_read_timeout: Mutex<Duration>,
+    /// While paused: the point and since when commits after it wait (for the log line of
+    /// `resume`, which tells how long the server held the node still).
+    pub(crate) paused_since: Mutex<Option<(Seqno, Instant)>>,
     /// The write-set cache this node serves IST from.
     pub(crate) cache: Mutex<ActionCache>,
     /// `repl.max_ws_size`: the largest encoded write-set this node replicates.
@@ -139,6 +142,7 @@ impl Shared {
             verdicts_found_late: AtomicU64::new(0),
             monitors: Mutex::new(None),
             causal_read_timeout: Mutex::new(causal_read_timeout),
+            paused_since: Mutex::new(None),
             isolated: AtomicBool::new(false),
             cache: Mutex::new(ActionCache::disabled()),
             max_write_set_bytes: AtomicU64::new(DEFAULT_MAX_WRITE_SET_BYTES),

@@ -32,6 +32,8 @@ struct GatedServer {
     changed: Condvar,
     me: OnceLock<Arc<Replicator>>,
     peer: OnceLock<Arc<Replicator>>,
+    /// What the provider logged.
+    logged: Mutex<Vec<String>>,
 }
 
 impl GatedServer {
@@ -82,7 +84,9 @@ impl Application for GatedServer {
         });
         true
     }
-    fn log(&self, _: LogLevel, _: &str) {}
+    fn log(&self, _: LogLevel, message: &str) {
+        self.logged.lock().unwrap().push(message.to_string());
+    }
 }
 
 /// Two synced nodes: node 1 founded the cluster, node 2 joined it. Returns the servers, the
@@ -221,8 +225,13 @@ fn pause_waits_for_an_applier_mid_apply_then_holds_appliers_and_local_commits() 
         "nothing committed while paused"
     );
 
-    // After resume both go through, and the nodes agree.
+    // After resume both go through, and the nodes agree; the log says how long it held.
     node2.resume();
+    let resumed = format!("paused at {point}: commits after it waited that long");
+    let said = app2.logged.lock().unwrap().clone();
+    let line = said.iter().find(|l| l.ends_with(&resumed));
+    let line = line.unwrap_or_else(|| panic!("no resume line in {said:?}"));
+    assert!(line.starts_with("resumed after "), "{line}");
     let outcome = local_rx
         .recv_timeout(Duration::from_secs(10))
         .expect("the local transaction goes on after resume");

@@ -221,6 +221,12 @@ pub struct Settings {
     pub use_memory: Option<u64>,
     /// `connect_timeout`: seconds the joiner waits for the donor (default 600).
     pub connect_timeout: u64,
+    /// `log_copy_interval`: milliseconds between mariadb-backup's reads of the redo log
+    /// (its `--log-copy-interval`, default 50 here, 1000 in mariadb-backup). Twice while the
+    /// donor's provider is paused (from `BACKUP STAGE BLOCK_DDL` to `END`), mariadb-backup
+    /// waits for its redo copy to catch up, up to one interval each time: the donor's
+    /// commits wait that long.
+    pub log_copy_interval_ms: u32,
     /// `donor_nice`: how much the donor's transfer (this program and mariadb-backup) lowers
     /// its CPU priority, so that the donor's clients keep theirs (default 10; 0 keeps it).
     pub donor_nice: i32,
@@ -241,6 +247,7 @@ impl Default for Settings {
             reserve: 0,
             use_memory: None,
             connect_timeout: 600,
+            log_copy_interval_ms: 50,
             donor_nice: 10,
             tls: None,
         }
@@ -324,6 +331,10 @@ impl Settings {
                             .filter(|&b| b >= 16 << 20)
                             .ok_or_else(|| bad("a size of at least 16M"))?,
                     )
+                }
+                "log_copy_interval" => {
+                    self.log_copy_interval_ms = in_range(value, 10..=10_000)
+                        .ok_or_else(|| bad("milliseconds from 10 to 10000"))?
                 }
                 "donor_nice" => {
                     self.donor_nice =
@@ -660,6 +671,11 @@ mod tests {
         assert_eq!((s.streams, s.backup_threads, s.compress_threads), (6, 6, 6));
         assert_eq!(s.rate_limit, Some(100 << 20));
         assert_eq!(s.compressor, Compressor::Zstd);
+        assert_eq!(s.log_copy_interval_ms, 50);
+        s.apply(&pairs(&[("log-copy-interval", "200")])).unwrap();
+        assert_eq!(s.log_copy_interval_ms, 200);
+        let error = s.apply(&pairs(&[("log_copy_interval", "1s")])).unwrap_err();
+        assert!(error.to_string().contains("milliseconds"), "{error}");
         let error = s.apply(&pairs(&[("rlimit", "fast")])).unwrap_err();
         assert!(error.to_string().contains("[sst] rlimit"), "{error}");
         assert!(s.apply(&pairs(&[("parallel", "0")])).is_err());

@@ -98,6 +98,10 @@ pub(super) fn start_backup(
         .arg("--galera-info")
         .arg("--stream=xbstream")
         .arg(format!("--parallel={}", settings.backup_threads))
+        .arg(format!(
+            "--log-copy-interval={}",
+            settings.log_copy_interval_ms
+        ))
         .arg(format!("--target-dir={}", work.display()))
         .arg(format!("--datadir={}", args.datadir.display()))
         .arg("--databases-exclude=lost+found");
