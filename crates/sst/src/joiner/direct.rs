@@ -6,8 +6,9 @@
 //! Where free memory is cold (just dropped, or handed back to a hypervisor), that copy costs
 //! the receivers more CPU than everything else they do, CPU the joiner's host shares with
 //! the cluster. So an aligned piece goes straight to the device. A file system that refuses
-//! `O_DIRECT` (tmpfs), and a piece that is not aligned (a file's tail), go through the page
-//! cache as before; both kinds of write are coherent with each other and with later reads.
+//! `O_DIRECT` (tmpfs before Linux 6.6), and a piece that is not aligned (a file's tail), go
+//! through the page cache as before; both kinds of write are coherent with each other and
+//! with later reads.
 
 use std::fs::{File, OpenOptions};
 use std::io;
