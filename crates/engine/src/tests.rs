@@ -105,6 +105,14 @@ fn ordered_request(joiner: u8, donor: Result<u64, NoDonor>, safe_seqno: Seqno) -
     }
 }
 
+/// The transfer the engine asked its node to send, if any (the other effects are dropped).
+fn transfer_sent(engine: &mut NodeEngine) -> Option<crate::OutgoingTransfer> {
+    engine.take_effects().into_iter().find_map(|e| match e {
+        Effect::SendTransfer(transfer) => Some(transfer),
+        _ => None,
+    })
+}
+
 /// A joiner at its first primary view, its request sent: what a node is while its state
 /// transfer runs.
 fn waiting_joiner(store: &MemoryStateStore) -> NodeEngine {
@@ -242,11 +250,7 @@ fn a_donor_without_state_refuses_at_once() {
     let store = MemoryStateStore::default();
     let mut engine = waiting_joiner(&store);
     deliver(&mut engine, ordered_request(3, Ok(1), Seqno::UNDEFINED));
-    let refusal = engine.take_effects().into_iter().find_map(|e| match e {
-        Effect::SendTransfer(transfer) => Some(transfer),
-        _ => None,
-    });
-    let refusal = refusal.expect("the joiner is told");
+    let refusal = transfer_sent(&mut engine).expect("the joiner is told");
     assert_eq!(refusal.address, "node3/ist");
     assert_eq!(refusal.header.outcome, Outcome::Refused);
     assert_eq!(refusal.pin, None);
@@ -288,11 +292,8 @@ fn a_donor_sends_its_index_purged_to_the_commit_cut_of_the_request() {
     engine.take_effects();
     let kept = engine.certifier.clone().expect("a founder certifies");
     deliver(&mut engine, ordered_request(3, Ok(1), Seqno(3)));
-    let sent = engine.take_effects().into_iter().find_map(|e| match e {
-        Effect::SendTransfer(transfer) => Some(transfer),
-        _ => None,
-    });
-    let index = cert::Certifier::decode(&sent.expect("a donation").header.index).unwrap();
+    let sent = transfer_sent(&mut engine).expect("a donation");
+    let index = cert::Certifier::decode(&sent.header.index).unwrap();
     assert_eq!((index.position(), index.purged_to()), (Seqno(4), Seqno(3)));
     assert_eq!(
         kept.purged_to(),
