@@ -16,8 +16,10 @@ use crate::weights::DEFAULT_WEIGHT;
 use crate::wire::{bincode_decode, bincode_encode, WireError};
 
 mod donors;
+mod reassembly;
 
 pub use donors::{NoDonor, StateRequest};
+pub use reassembly::{ChunkRefused, Reassembly};
 
 /// Who a member is: fixed for the life of one membership.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,15 +121,6 @@ pub const MAX_REASSEMBLIES_PER_ORIGIN: usize = 8;
 /// The highest seqno a group state may hold: seqnos are counted up one at a time, and a
 /// state from the network claiming more would overflow them.
 pub const SEQNO_MAX: i64 = i64::MAX / 2;
-
-/// A write-set whose chunks are being ordered: its chunks so far, by index.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reassembly {
-    /// How many chunks make it whole.
-    pub count: u32,
-    /// The chunks ordered so far.
-    pub parts: BTreeMap<u32, serde_bytes::ByteBuf>,
-}
 
 /// A submission that took a seqno.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -430,13 +423,9 @@ impl GroupState {
 
     fn check_partial(&self, member_uuids: &BTreeSet<Uuid>) -> Result<(), String> {
         for ((origin, _), reassembly) in &self.partial {
-            let count = reassembly.count;
-            let parts_ok = reassembly.parts.len() < count as usize
-                && reassembly.parts.keys().all(|index| *index < count)
-                && reassembly
-                    .parts
-                    .values()
-                    .all(|p| p.len() <= crate::CHUNK_BYTES);
+            // Each chunk was checked as it was taken (`Reassembly::take`), in a snapshot too.
+            let count = reassembly.count();
+            let parts_ok = reassembly.received() < count as usize;
             if !member_uuids.contains(origin) || !(2..=MAX_CHUNKS).contains(&count) || !parts_ok {
                 return Err(format!("a reassembly of {origin:?} out of bounds"));
             }
@@ -518,26 +507,29 @@ impl GroupState {
         {
             return None;
         }
-        let reassembly = self.partial.entry(key).or_insert_with(|| Reassembly {
-            count,
-            parts: BTreeMap::new(),
-        });
-        if reassembly.count != count {
+        let reassembly = self
+            .partial
+            .entry(key)
+            .or_insert_with(|| Reassembly::new(count));
+        if reassembly.count() != count {
             // Chunks that disagree on the count: every member sees the same, so every
             // member drops this one alike.
             return None;
         }
-        reassembly
-            .parts
-            .insert(index, serde_bytes::ByteBuf::from(submission.payload));
-        if reassembly.parts.len() < count as usize {
+        if let Err(refused) = reassembly.take(index, &submission.payload) {
+            // Checked on receipt (`check_submission`): only a member that slipped one past
+            // gets here, and every member drops it alike.
+            tracing::warn!(%refused, ?origin, "a chunk of a large write-set dropped");
             return None;
         }
-        let parts = self.partial.remove(&key).expect("just completed").parts;
-        let mut payload = Vec::with_capacity(parts.values().map(|p| p.len()).sum());
-        for part in parts.into_values() {
-            payload.extend_from_slice(&part);
+        if !reassembly.is_complete() {
+            return None;
         }
+        let payload = self
+            .partial
+            .remove(&key)
+            .expect("just completed")
+            .into_write_set();
         let seqno = self.next_seqno();
         self.last_write.insert(origin, seqno);
         Some(OrderedSubmission {

@@ -561,6 +561,8 @@ fn a_write_set_over_max_ws_size_is_refused_by_the_leader() {
     for (submission, reason) in [
         (chunk(1 << 30, (0, 3)), "more chunks"),
         (chunk(1 << 30, (4, 2)), "could not have cut"),
+        // Only the last chunk may be shorter than `CHUNK_BYTES`.
+        (chunk(1 << 30, (0, 2)), "could not have cut"),
         (
             Submission::whole(origin, 1 << 30, vec![0; 2 * group::CHUNK_BYTES + 1]),
             "larger than",

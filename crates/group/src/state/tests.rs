@@ -43,10 +43,11 @@ fn seqnos_are_consecutive_and_duplicates_take_none() {
 fn chunks_take_one_seqno_when_the_last_arrives_in_any_order() {
     let mut state = GroupState::genesis(Uuid([9; 16]), Seqno(1), info(1));
     state.add_member(info(2));
+    // Every chunk but the last is `CHUNK_BYTES` long; the last has 3 bytes.
     let chunk = |origin: u8, id: u64, index: u32, byte: u8| Submission {
         origin: Uuid([origin; 16]),
         submit_id: id,
-        payload: vec![byte; 3],
+        payload: vec![byte; if index == 2 { 3 } else { crate::CHUNK_BYTES }],
         chunk: (index, 3),
     };
     // Write-set 12 of member 1 in chunks 10, 11, 12; the middle one comes last (it was
@@ -63,7 +64,12 @@ fn chunks_take_one_seqno_when_the_last_arrives_in_any_order() {
         Some(OrderedSubmission {
             seqno: Seqno(3),
             submit_id: 12,
-            payload: b"aaabbbccc".to_vec(),
+            payload: [
+                vec![b'a'; crate::CHUNK_BYTES],
+                vec![b'b'; crate::CHUNK_BYTES],
+                b"ccc".to_vec()
+            ]
+            .concat(),
         })
     );
     assert!(state.partial.is_empty());
@@ -73,6 +79,11 @@ fn chunks_take_one_seqno_when_the_last_arrives_in_any_order() {
     bad.chunk = (0, 3);
     assert_eq!(state.accept_submission(bad), None);
     assert_eq!(state.partial.len(), 1);
+    // A middle chunk cut short is dropped: the write-set stays incomplete.
+    let mut short = chunk(1, 21, 1, b'y');
+    short.payload.truncate(5);
+    assert_eq!(state.accept_submission(short), None);
+    assert_eq!(state.partial.values().next().unwrap().received(), 1);
     let _ = state.remove_member(1);
     assert!(state.partial.is_empty());
     assert_eq!(state.last_seqno, Seqno(3));
@@ -86,7 +97,7 @@ fn reassembly_is_bounded_per_origin_and_per_chunk() {
     let first = |n: u64| Submission {
         origin,
         submit_id: 10 * n + 10,
-        payload: vec![n as u8],
+        payload: vec![n as u8; crate::CHUNK_BYTES],
         chunk: (0, 2),
     };
     for n in 0..MAX_REASSEMBLIES_PER_ORIGIN as u64 {
@@ -152,10 +163,9 @@ fn a_state_from_the_network_that_would_overflow_later_is_refused() {
     );
     bad.push(state);
     let mut state = good.clone();
-    let parts = BTreeMap::from([(7, serde_bytes::ByteBuf::from(vec![1]))]);
-    state
-        .partial
-        .insert((Uuid([1; 16]), 3), Reassembly { count: 2, parts });
+    let mut complete = Reassembly::new(1);
+    complete.take(0, &[1]).unwrap();
+    state.partial.insert((Uuid([1; 16]), 3), complete);
     bad.push(state);
     for state in bad {
         assert!(state.check().is_err(), "{state:?}");
