@@ -15,11 +15,11 @@ impl Certifier {
     ///
     /// Each key is examined deepest level first, so a row is named rather than the table
     /// branch it shares with the row before.
-    pub fn conflicting_key<'w>(&self, ws: &'w WriteSet, with: Seqno) -> Option<&'w [Vec<u8>]> {
-        for key in &ws.keys {
+    pub fn conflicting_key<'w>(&self, ws: &'w WriteSet, with: Seqno) -> Option<Vec<&'w [u8]>> {
+        for key in ws.keys.iter() {
+            let parts: Vec<&'w [u8]> = key.parts.collect();
             let mut state = PathState::ROOT;
-            let prefixes: Vec<_> = key
-                .parts
+            let prefixes: Vec<_> = parts
                 .iter()
                 .map(|part| {
                     state = state.part(part);
@@ -27,7 +27,7 @@ impl Certifier {
                 })
                 .collect();
             for (level, path) in prefixes.iter().enumerate().rev() {
-                let incoming = if level + 1 == key.parts.len() {
+                let incoming = if level + 1 == parts.len() {
                     key.key_type
                 } else {
                     KeyType::Shared
@@ -40,7 +40,7 @@ impl Certifier {
                         && relation(found, incoming) == Relation::Conflict
                 });
                 if collides {
-                    return Some(&key.parts[..=level]);
+                    return Some(parts[..=level].to_vec());
                 }
             }
         }

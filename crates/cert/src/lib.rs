@@ -29,7 +29,7 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use base::{KeyType, Seqno, Uuid};
-use writeset::{flags, WriteSet};
+use writeset::{flags, Parts, WriteSet};
 
 mod codec;
 mod conflict_key;
@@ -684,32 +684,34 @@ fn collect_paths(ws: &WriteSet, paths: &mut Vec<(PathHash, KeyType)>, states: &m
     paths.clear();
     states.clear();
     states.push(PathState::ROOT);
-    let mut previous: &[Vec<u8>] = &[];
-    for key in &ws.keys {
-        let parts = key.parts.as_slice();
-        let common = parts
-            .iter()
-            .zip(previous)
-            .take_while(|(a, b)| a == b)
-            .count();
+    let mut previous: Option<Parts<'_>> = None;
+    for key in ws.keys.iter() {
+        let parts = key.parts;
+        let depth = parts.len();
+        let (common, previous_depth) = previous.map_or((0, 0), |previous| {
+            let depth = previous.len();
+            let common = parts
+                .clone()
+                .zip(previous)
+                .take_while(|(a, b)| a == b)
+                .count();
+            (common, depth)
+        });
         // Levels below `listed` were branches of the previous key: already in `paths`.
-        let listed = common
-            .min(previous.len().saturating_sub(1))
-            .min(parts.len())
-            + 1;
+        let listed = common.min(previous_depth.saturating_sub(1)).min(depth) + 1;
         states.truncate(common + 1);
-        for part in &parts[common..] {
+        for part in parts.clone().skip(common) {
             let next = states[states.len() - 1].part(part);
             states.push(next);
         }
-        let branches = &states[listed.min(parts.len())..parts.len()];
+        let branches = &states[listed.min(depth)..depth];
         paths.extend(
             branches
                 .iter()
                 .map(|state| (state.finish(), KeyType::Shared)),
         );
-        paths.push((states[parts.len()].finish(), key.key_type));
-        previous = parts;
+        paths.push((states[depth].finish(), key.key_type));
+        previous = Some(parts);
     }
 }
 

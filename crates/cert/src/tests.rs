@@ -401,13 +401,14 @@ struct Reference {
 }
 
 /// Every (path, type) a write-set holds, in certification order.
-fn pairs(ws: &WriteSet) -> Vec<(&[Vec<u8>], KeyType)> {
+fn pairs(ws: &WriteSet) -> Vec<(Vec<&[u8]>, KeyType)> {
     let mut out = Vec::new();
-    for key in &ws.keys {
-        for k in 1..key.parts.len() {
-            out.push((&key.parts[..k], SH));
+    for key in ws.keys.iter() {
+        let parts: Vec<&[u8]> = key.parts.collect();
+        for k in 1..parts.len() {
+            out.push((parts[..k].to_vec(), SH));
         }
-        out.push((key.parts.as_slice(), key.key_type));
+        out.push((parts, key.key_type));
     }
     out
 }
@@ -498,7 +499,7 @@ impl Reference {
     }
 
     fn index_len(&self) -> usize {
-        let mut paths: Vec<&[Vec<u8>]> = self
+        let mut paths: Vec<Vec<&[u8]>> = self
             .live()
             .flat_map(|(_, w)| pairs(w))
             .map(|(p, _)| p)
@@ -760,20 +761,12 @@ fn a_failed_fragment_closes_its_stream_and_views_close_streams_of_departed_membe
 #[test]
 fn the_conflicting_key_is_named_down_to_the_level_that_collided() {
     let mut cert = Certifier::new(CertConfig::default());
-    let parts = |names: &[&str]| {
-        names
-            .iter()
-            .map(|n| n.as_bytes().to_vec())
-            .collect::<Vec<_>>()
-    };
+    let parts = |names: &[&'static str]| names.iter().map(|n| n.as_bytes()).collect::<Vec<_>>();
     assert_eq!(cert.certify(Seqno(1), &ws(1, 0, 0, &[(ROW, EX)])), pass(0));
     // A row conflict names the row, not the table branch it shares with other rows.
     let row_clash = ws(2, 0, 0, &[(OTHER_TABLE_ROW, UP), (ROW2, UP), (ROW, UP)]);
     assert_eq!(cert.certify(Seqno(2), &row_clash), key_conflict(1, EX, UP));
-    assert_eq!(
-        cert.conflicting_key(&row_clash, Seqno(1)),
-        Some(&parts(ROW)[..])
-    );
+    assert_eq!(cert.conflicting_key(&row_clash, Seqno(1)), Some(parts(ROW)));
     // A TOI's table-level key collides at the table level of a later row key.
     let toi = ws(3, 2, flags::ISOLATION, &[(TABLE, EX)]);
     assert_eq!(cert.certify(Seqno(3), &toi), pass(2));
@@ -781,7 +774,7 @@ fn the_conflicting_key_is_named_down_to_the_level_that_collided() {
     assert_eq!(cert.certify(Seqno(4), &behind_toi), key_conflict(3, EX, SH));
     assert_eq!(
         cert.conflicting_key(&behind_toi, Seqno(3)),
-        Some(&parts(TABLE)[..])
+        Some(parts(TABLE))
     );
     // Nothing of a write-set that does not touch what `with` holds.
     let elsewhere = ws(2, 0, 0, &[(OTHER_TABLE_ROW, UP)]);

@@ -70,8 +70,8 @@ impl ConflictTally {
 
 /// A key as MariaDB builds it, `[db, table, row key]`, for people: the table as
 /// `db.table`, and the row's key bytes as text when they are printable, else in hex.
-pub fn describe_key(parts: &[Vec<u8>]) -> (String, String) {
-    let name = |part: &Vec<u8>| String::from_utf8_lossy(part).into_owned();
+pub fn describe_key(parts: &[&[u8]]) -> (String, String) {
+    let name = |part: &[u8]| String::from_utf8_lossy(part).into_owned();
     let table = match parts {
         [db, table, ..] => format!("{}.{}", name(db), name(table)),
         [db] => format!("{}.{NO_TABLE}", name(db)),
@@ -113,7 +113,7 @@ impl NodeEngine {
                 .certifier
                 .as_ref()
                 .and_then(|cert| cert.conflicting_key(write_set, *with))
-                .map(describe_key),
+                .map(|parts| describe_key(&parts)),
             Conflict::TooOld { .. } | Conflict::TooLong { .. } => None,
         };
         let table = named.as_ref().map_or(NO_TABLE, |(table, _)| table.as_str());
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn keys_are_shown_as_mariadb_built_them() {
-        let parts = |p: &[&[u8]]| p.iter().map(|x| x.to_vec()).collect::<Vec<_>>();
+        let parts = |p: &[&'static [u8]]| p.to_vec();
         assert_eq!(
             describe_key(&parts(&[b"sbtest", b"sbtest1", &[1, 0, 0, 0]])),
             ("sbtest.sbtest1".to_owned(), "0x01000000".to_owned())

@@ -298,7 +298,7 @@ impl NodeEngine {
             trx_id,
             last_seen: committed,
             flags: flags::ROLLBACK | flags::PA_UNSAFE,
-            keys: Vec::new(),
+            keys: writeset::Keys::default(),
             data: Bytes::copy_from_slice(data),
         };
         self.stats.counters.streaming_rollbacks += 1;

@@ -315,7 +315,8 @@ fn a_donor_sends_its_index_purged_to_the_commit_cut_of_the_request() {
         keys: vec![writeset::Key::new(
             &["db", "t", "r4"],
             base::KeyType::Exclusive,
-        )],
+        )]
+        .into(),
         data: Vec::new().into(),
     };
     let (mut sent, mut kept) = (index, kept);
@@ -357,7 +358,8 @@ fn remote_write_set_at_cut(seqno: i64, row: &str, safe_seqno: Seqno) -> Delivery
         keys: vec![writeset::Key::new(
             &["db", "t", row],
             base::KeyType::Exclusive,
-        )],
+        )]
+        .into(),
         data: Vec::new().into(),
     };
     Delivery::WriteSet {

@@ -329,20 +329,7 @@ impl Simulation {
         {
             let verdict = (!failed).then_some(*depends_on);
             if std::env::var_os("SIM_TRACE").is_some() {
-                let keys: Vec<String> = write_set
-                    .keys
-                    .iter()
-                    .map(|k| {
-                        format!(
-                            "{:?}{:?}",
-                            k.key_type,
-                            k.parts
-                                .iter()
-                                .map(|p| String::from_utf8_lossy(p).into_owned())
-                                .collect::<Vec<_>>()
-                        )
-                    })
-                    .collect();
+                let keys: Vec<String> = write_set.keys.iter().map(|k| format!("{k:?}")).collect();
                 eprintln!(
                     "{} node {slot} task verdict {seqno:?} {verdict:?} flags {:#x} last_seen {:?} \
                      keys {keys:?}",

@@ -5,8 +5,12 @@
 //! its certification interval starts) and the wsrep flags. [`WriteSet::encode`] and
 //! [`WriteSet::decode`] define its versioned, checksummed byte format (see ARCHITECTURE.md).
 
-use base::{KeyType, Seqno, Uuid};
+use base::{Seqno, Uuid};
 pub use bytes::Bytes;
+
+mod keys;
+
+pub use keys::{Key, KeyIter, KeyRef, Keys, Parts};
 
 /// The wsrep v26 write-set flags, with their ABI bit values.
 pub mod flags {
@@ -34,28 +38,6 @@ pub mod flags {
     pub const MASK: u32 = 0x3ff;
 }
 
-/// One key: a list of parts (database, table, primary key bytes, ...) and its type.
-///
-/// Certification treats every proper prefix of `parts` as an implicit shared "branch" key, so
-/// a table-level exclusive key meets every row key of that table.
-#[derive(Clone, PartialEq, Eq, Debug, Hash)]
-pub struct Key {
-    /// The key parts, outermost first.
-    pub parts: Vec<Vec<u8>>,
-    /// How the transaction used the key.
-    pub key_type: KeyType,
-}
-
-impl Key {
-    /// A key from string parts, for tests and tools.
-    pub fn new<P: AsRef<[u8]>>(parts: &[P], key_type: KeyType) -> Key {
-        Key {
-            parts: parts.iter().map(|p| p.as_ref().to_vec()).collect(),
-            key_type,
-        }
-    }
-}
-
 /// Everything one transaction (or one fragment of it) replicates.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct WriteSet {
@@ -71,7 +53,7 @@ pub struct WriteSet {
     /// wsrep flags (see [`flags`]).
     pub flags: u32,
     /// The keys the transaction touched.
-    pub keys: Vec<Key>,
+    pub keys: Keys,
     /// The row data, opaque to the provider. Shared: a decoded write-set's data is a view
     /// of the ordered bytes it came from, so that a large one is not copied again.
     pub data: Bytes,
@@ -106,51 +88,60 @@ impl WriteSet {
         !self.is_toi() && self.flags & flags::TRX_START == 0
     }
 
-    /// The write-set's fields by reference.
-    pub fn view(&self) -> WriteSetView<'_> {
-        WriteSetView {
+    /// The header every encoding starts with.
+    fn header(&self) -> Header {
+        Header {
             source: self.source,
             conn_id: self.conn_id,
             trx_id: self.trx_id,
             last_seen: self.last_seen,
             flags: self.flags,
-            keys: &self.keys,
-            data: &self.data,
         }
     }
 
     /// Size of the encoded form, in bytes.
     pub fn encoded_len(&self) -> usize {
-        self.view().encoded_len()
+        HEADER_LEN + self.keys.section().len() + self.data.len() + TRAILER_LEN
     }
 
     /// Appends the encoded write-set to `out` (see [`WriteSetView::encode`]).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        self.view().encode(out)
+        let keys = self.keys.section();
+        let encoded_len = self.encoded_len();
+        self.header()
+            .encode(self.keys.len(), encoded_len, &self.data, out, |out| {
+                out.extend_from_slice(keys)
+            });
     }
 
     /// The encoded write-set as a new buffer.
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.view().to_bytes()
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
     }
 
     /// Decodes one write-set that fills `bytes` exactly, checking the checksum first. The
     /// data is copied out; [`WriteSet::decode_shared`] keeps it in place.
     pub fn decode(bytes: &[u8]) -> Result<WriteSet, DecodeError> {
-        let (mut write_set, data) = Self::decode_parts(bytes)?;
-        write_set.data = Bytes::copy_from_slice(&bytes[data]);
+        let (mut write_set, sections) = Self::decode_parts(bytes)?;
+        let keys = Bytes::copy_from_slice(&bytes[sections.keys]);
+        write_set.keys = Keys::checked(keys, sections.key_count);
+        write_set.data = Bytes::copy_from_slice(&bytes[sections.data]);
         Ok(write_set)
     }
 
-    /// As [`WriteSet::decode`], with the data a view of `bytes` instead of a copy.
+    /// As [`WriteSet::decode`], with the keys and the data views of `bytes` instead of
+    /// copies.
     pub fn decode_shared(bytes: &Bytes) -> Result<WriteSet, DecodeError> {
-        let (mut write_set, data) = Self::decode_parts(bytes)?;
-        write_set.data = bytes.slice(data);
+        let (mut write_set, sections) = Self::decode_parts(bytes)?;
+        write_set.keys = Keys::checked(bytes.slice(sections.keys), sections.key_count);
+        write_set.data = bytes.slice(sections.data);
         Ok(write_set)
     }
 
-    /// Everything but the data, and where the data lies in `bytes`.
-    fn decode_parts(bytes: &[u8]) -> Result<(WriteSet, std::ops::Range<usize>), DecodeError> {
+    /// Everything but the keys and the data, and where those lie in `bytes` (checked).
+    fn decode_parts(bytes: &[u8]) -> Result<(WriteSet, Sections), DecodeError> {
         if bytes.len() < HEADER_LEN + TRAILER_LEN {
             return Err(DecodeError::Truncated {
                 needed: HEADER_LEN + TRAILER_LEN,
@@ -190,19 +181,9 @@ impl WriteSet {
                 got: body.len(),
             });
         }
-        let mut keys = Vec::with_capacity(key_count);
-        for _ in 0..key_count {
-            let type_byte = reader.take(1)?[0];
-            let key_type =
-                KeyType::from_u8(type_byte).ok_or(DecodeError::UnknownKeyType(type_byte))?;
-            let part_count = reader.u16()? as usize;
-            let mut parts = Vec::with_capacity(part_count.min(64));
-            for _ in 0..part_count {
-                let part_len = reader.u16()? as usize;
-                parts.push(reader.take(part_len)?.to_vec());
-            }
-            keys.push(Key { parts, key_type });
-        }
+        let keys_start = reader.pos;
+        let keys_len = Keys::check(&body[keys_start..], key_count)?;
+        reader.take(keys_len)?;
         let data_start = reader.pos;
         reader.take(data_len)?;
         if reader.pos != body.len() {
@@ -214,10 +195,61 @@ impl WriteSet {
             trx_id,
             last_seen,
             flags,
-            keys,
+            keys: Keys::default(),
             data: Bytes::new(),
         };
-        Ok((write_set, data_start..data_start + data_len))
+        let sections = Sections {
+            key_count,
+            keys: keys_start..data_start,
+            data: data_start..data_start + data_len,
+        };
+        Ok((write_set, sections))
+    }
+}
+
+/// Where a decoded write-set's keys and data lie in its bytes.
+struct Sections {
+    key_count: usize,
+    keys: std::ops::Range<usize>,
+    data: std::ops::Range<usize>,
+}
+
+/// The fields every encoding starts with.
+struct Header {
+    source: Uuid,
+    conn_id: u64,
+    trx_id: u64,
+    last_seen: Seqno,
+    flags: u32,
+}
+
+impl Header {
+    /// Appends the write-set of `key_count` keys (written by `keys`) and `data` to `out`, with
+    /// its checksum; `encoded_len` is its whole length.
+    fn encode(
+        &self,
+        key_count: usize,
+        encoded_len: usize,
+        data: &[u8],
+        out: &mut Vec<u8>,
+        keys: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let start = out.len();
+        out.reserve(encoded_len);
+        out.extend_from_slice(&MAGIC);
+        out.push(FORMAT_VERSION);
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        out.extend_from_slice(&self.source.0);
+        out.extend_from_slice(&self.conn_id.to_le_bytes());
+        out.extend_from_slice(&self.trx_id.to_le_bytes());
+        out.extend_from_slice(&self.last_seen.0.to_le_bytes());
+        out.extend_from_slice(&len_u32(key_count).to_le_bytes());
+        out.extend_from_slice(&len_u32(data.len()).to_le_bytes());
+        keys(out);
+        out.extend_from_slice(data);
+        let crc = crc32c::crc32c(&out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(out.len() - start, encoded_len);
     }
 }
 
@@ -244,43 +276,28 @@ pub struct WriteSetView<'a> {
 impl WriteSetView<'_> {
     /// Size of the encoded form, in bytes.
     pub fn encoded_len(&self) -> usize {
-        let keys: usize = self
-            .keys
-            .iter()
-            .map(|k| 1 + 2 + k.parts.iter().map(|p| 2 + p.len()).sum::<usize>())
-            .sum();
-        HEADER_LEN + keys + self.data.len() + TRAILER_LEN
+        HEADER_LEN + keys::section_len(self.keys) + self.data.len() + TRAILER_LEN
     }
 
     /// Appends the encoded write-set to `out`.
     ///
     /// Layout (little endian): magic `TRWS` (4), version (1), flags (4), source uuid (16),
-    /// conn id (8), trx id (8), last_seen (8), key count (4), data length (4); then per key:
-    /// type (1), part count (2), per part: length (2) and bytes; then the data; then a
-    /// CRC32C (4) of everything before it.
+    /// conn id (8), trx id (8), last_seen (8), key count (4), data length (4); then the keys
+    /// (see the `keys` module); then the data; then a CRC32C (4) of everything before it.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.reserve(self.encoded_len());
-        out.extend_from_slice(&MAGIC);
-        out.push(FORMAT_VERSION);
-        out.extend_from_slice(&self.flags.to_le_bytes());
-        out.extend_from_slice(&self.source.0);
-        out.extend_from_slice(&self.conn_id.to_le_bytes());
-        out.extend_from_slice(&self.trx_id.to_le_bytes());
-        out.extend_from_slice(&self.last_seen.0.to_le_bytes());
-        out.extend_from_slice(&len_u32(self.keys.len()).to_le_bytes());
-        out.extend_from_slice(&len_u32(self.data.len()).to_le_bytes());
-        for key in self.keys {
-            out.push(key.key_type as u8);
-            out.extend_from_slice(&len_u16(key.parts.len()).to_le_bytes());
-            for part in &key.parts {
-                out.extend_from_slice(&len_u16(part.len()).to_le_bytes());
-                out.extend_from_slice(part);
+        let header = Header {
+            source: self.source,
+            conn_id: self.conn_id,
+            trx_id: self.trx_id,
+            last_seen: self.last_seen,
+            flags: self.flags,
+        };
+        let encoded_len = self.encoded_len();
+        header.encode(self.keys.len(), encoded_len, self.data, out, |out| {
+            for key in self.keys {
+                keys::encode_key(key, out);
             }
-        }
-        out.extend_from_slice(self.data);
-        let crc = crc32c::crc32c(&out[start..]);
-        out.extend_from_slice(&crc.to_le_bytes());
+        });
     }
 
     /// The encoded write-set as a new buffer.
@@ -301,7 +318,7 @@ fn len_u32(len: usize) -> u32 {
     u32::try_from(len).expect("write-set section longer than 4 GiB")
 }
 
-fn len_u16(len: usize) -> u16 {
+pub(crate) fn len_u16(len: usize) -> u16 {
     u16::try_from(len).expect("key part or part count over 65535")
 }
 
@@ -361,12 +378,6 @@ impl<'a> Reader<'a> {
         Ok(slice)
     }
 
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
-    }
-
     fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
@@ -383,6 +394,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base::KeyType;
     use proptest::prelude::*;
 
     fn sample() -> WriteSet {
@@ -392,10 +404,10 @@ mod tests {
             trx_id: 77,
             last_seen: Seqno(41),
             flags: flags::TRX_START | flags::TRX_END,
-            keys: vec![
+            keys: Keys::from_keys(&[
                 Key::new(&["db", "t1", "pk1"], KeyType::Exclusive),
                 Key::new(&["db", "t2"], KeyType::Shared),
-            ],
+            ]),
             data: b"row image".to_vec().into(),
         }
     }
@@ -491,6 +503,7 @@ mod tests {
 #[cfg(test)]
 mod fuzz {
     use super::*;
+    use base::KeyType;
     use fuzzing::{Damage, Damages};
     use proptest::prelude::*;
 
@@ -618,7 +631,7 @@ mod fuzz {
             trx_id: 1,
             last_seen: Seqno(0),
             flags: 0,
-            keys: Vec::new(),
+            keys: Keys::default(),
             data: Bytes::new(),
         }
         .to_bytes();
