@@ -20,9 +20,12 @@ use crate::GcacheError;
 pub use base::FreezePurge;
 pub use reading::RangeReader;
 
+mod past_page_cache;
 mod placement;
 mod reading;
 mod retention;
+
+use past_page_cache::PastPageCache;
 
 /// Payloads up to this size are copied behind their header and written in one call; larger
 /// ones are written in place after it.
@@ -142,6 +145,8 @@ pub struct Gcache {
     protected_dropped: u64,
     /// Reused encoding buffer so that an append allocates nothing in the steady state.
     scratch: Vec<u8>,
+    /// Writes large payloads past the page cache.
+    past_page_cache: PastPageCache,
 }
 
 impl fmt::Debug for Gcache {
@@ -197,6 +202,7 @@ impl Gcache {
             last_timestamp: 0,
             protected_dropped: 0,
             scratch: Vec::new(),
+            past_page_cache: PastPageCache::default(),
             config,
         };
         let path = cache.ring_path.display().to_string();
@@ -448,7 +454,8 @@ impl Gcache {
         };
         let mut written = file.write_all_at(&self.scratch, offset);
         if separate_payload && written.is_ok() {
-            written = file.write_all_at(payload, offset + self.scratch.len() as u64);
+            let at = offset + self.scratch.len() as u64;
+            written = self.past_page_cache.write(file, path, payload, at);
         }
         let written = written.map_err(|e| GcacheError::io(path, e));
         if written.is_err() {
@@ -548,6 +555,11 @@ impl Gcache {
     /// Ring file plus page files, in bytes (their full preallocated lengths).
     pub fn disk_bytes(&self) -> u64 {
         self.config.size + self.page_bytes
+    }
+
+    /// Bytes of large payloads written past the page cache since the cache was opened.
+    pub fn bytes_past_page_cache(&self) -> u64 {
+        self.past_page_cache.written()
     }
 
     /// A snapshot for status variables.

@@ -386,14 +386,15 @@ fn ring_records_out_of_append_order_are_cut() {
 }
 
 /// A record appended in two pieces is the record of their concatenation: read back whole,
-/// small (written from the scratch buffer) and large (its big piece written in place), and
-/// again after a restart has checked its checksum.
+/// small (written from the scratch buffer), large (its big piece written in place) and very
+/// large (its aligned middle written past the page cache, in a page), and again after a
+/// restart has checked its checksum.
 #[test]
 fn a_record_appended_in_two_pieces_reads_back_as_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = small_config(dir.path());
     config.size = 4 << 20;
-    let lens = [0usize, 17, 3_000, 200_000, 900_000, 5_000];
+    let lens = [0usize, 17, 3_000, 200_000, 900_000, 5_000, (9 << 20) + 3];
     let open = |config: &GcacheConfig| Gcache::open(config.clone(), history(1)).expect("open");
     let mut cache = open(&config);
     for (i, len) in lens.iter().enumerate() {
@@ -404,6 +405,12 @@ fn a_record_appended_in_two_pieces_reads_back_as_one() {
             .append_split(Seqno(seqno), 1, [head, rest], EPOCH + seqno as u64)
             .unwrap_or_else(|e| panic!("append {seqno}: {e}"));
     }
+    // All of it but the unaligned ends, at most a block each.
+    assert!(
+        cache.bytes_past_page_cache() >= (9 << 20) - 2 * 4096,
+        "{} bytes past the page cache",
+        cache.bytes_past_page_cache()
+    );
     let check = |cache: &Gcache| {
         for (i, len) in lens.iter().enumerate() {
             let seqno = i as i64 + 1;

@@ -270,7 +270,7 @@ pub(crate) fn receive_stream(
     shared: &Receiving,
 ) -> Result<Announced, SstError> {
     let mut payload = Vec::new();
-    let mut aligned = AlignedBuffer::new();
+    let mut aligned = direct::piece_buffer();
     let mut waiting = WaitingShare::new();
     loop {
         let before = Instant::now();
