@@ -130,7 +130,7 @@ impl GroupNode {
         self.apply_entries(committed);
         if !ready.entries().is_empty() {
             self.watch_for_own_removal(ready.entries());
-            self.raw.mut_store().append(ready.entries());
+            self.raw.mut_store().append(ready.take_entries());
         }
         if let Some(hard_state) = ready.hs() {
             self.raw.mut_store().set_hard_state(hard_state.clone());

@@ -3,13 +3,17 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use super::delivery::Delivery;
 use super::GroupNode;
 use crate::state::{LogEntry, Submission};
 use crate::wire::WireMessage;
 
 pub(super) struct PendingSubmission {
-    pub(super) payload: Vec<u8>,
+    /// The write-set, or one chunk of it: a view of the write-set's one buffer, so that
+    /// cutting a 160 MB write-set into chunks copies nothing.
+    pub(super) payload: Bytes,
     /// Sent even while flow control is in force (a streaming rollback).
     urgent: bool,
     /// Tick and leader of the last send, if sent.
@@ -110,14 +114,15 @@ impl GroupNode {
     fn submit_with(&mut self, payload: Vec<u8>, urgent: bool) -> u64 {
         let count = payload.len().div_ceil(CHUNK_BYTES).max(1);
         let count = u32::try_from(count).expect("a write-set below 2^32 chunks");
-        let mut chunks: Vec<Vec<u8>> = if count == 1 {
-            vec![payload]
-        } else {
-            payload.chunks(CHUNK_BYTES).map(<[u8]>::to_vec).collect()
-        };
+        // An empty write-set is one empty chunk; every chunk but the last is `CHUNK_BYTES`.
+        let whole = Bytes::from(payload);
+        let chunks = (0..count as usize).map(|index| {
+            let start = index * CHUNK_BYTES;
+            whole.slice(start..(start + CHUNK_BYTES).min(whole.len()))
+        });
         self.continue_numbering();
         let mut submit_id = self.submissions.next_id;
-        for (index, chunk) in chunks.drain(..).enumerate() {
+        for (index, chunk) in chunks.enumerate() {
             submit_id = self.submissions.next_id;
             self.submissions.next_id += 1;
             self.submissions.pending.insert(
@@ -259,7 +264,7 @@ impl GroupNode {
                 to_send.push(Submission {
                     origin: self.me.uuid,
                     submit_id: *submit_id,
-                    payload: pending.payload.clone(),
+                    payload: pending.payload.to_vec(),
                     chunk: pending.chunk,
                 });
             }
