@@ -51,7 +51,10 @@ pub enum ChunkRefused {
 pub struct Reassembly {
     count: u32,
     /// Chunk `i` at `i * CHUNK_BYTES`; ends with the furthest chunk taken, and a gap (a chunk
-    /// ordered late, after a resend) holds zeros until its chunk comes.
+    /// ordered late, after a resend) holds zeros until its chunk comes. So a chunk taken far
+    /// ahead makes the buffer that long at once: never more than `count * CHUNK_BYTES`, which
+    /// the leader holds to `repl.max_ws_size` when it takes the chunk (`check_submission`),
+    /// the bound `MAX_REASSEMBLIES_PER_ORIGIN` is stated in.
     buffer: Vec<u8>,
     received: BTreeSet<u32>,
 }
