@@ -50,11 +50,6 @@ impl AlignedBuffer {
         }
     }
 
-    /// The most bytes the window takes.
-    pub fn window(&self) -> usize {
-        self.window
-    }
-
     /// `data` copied into the aligned window, or `None` when it does not fit (or the
     /// allocator's address cannot be aligned).
     pub fn fill(&mut self, data: &[u8]) -> Option<&[u8]> {

@@ -101,22 +101,28 @@ impl Keys {
     pub(crate) fn check(bytes: &[u8], count: usize) -> Result<usize, DecodeError> {
         let mut pos = 0;
         for _ in 0..count {
-            let type_byte = *bytes
-                .get(pos)
-                .ok_or_else(|| truncated(pos + 1, bytes.len()))?;
-            KeyType::from_u8(type_byte).ok_or(DecodeError::UnknownKeyType(type_byte))?;
-            let part_count = read_u16(bytes, pos + 1)?;
-            pos += 3;
-            for _ in 0..part_count {
-                let part_len = read_u16(bytes, pos)? as usize;
-                pos += 2 + part_len;
-                if pos > bytes.len() {
-                    return Err(truncated(pos, bytes.len()));
-                }
-            }
+            pos = key_end(bytes, pos)?;
         }
         Ok(pos)
     }
+}
+
+/// Where the key that starts at `pos` of `bytes` ends, once its type and lengths are checked.
+fn key_end(bytes: &[u8], mut pos: usize) -> Result<usize, DecodeError> {
+    let type_byte = *bytes
+        .get(pos)
+        .ok_or_else(|| truncated(pos + 1, bytes.len()))?;
+    KeyType::from_u8(type_byte).ok_or(DecodeError::UnknownKeyType(type_byte))?;
+    let part_count = read_u16(bytes, pos + 1)?;
+    pos += 3;
+    for _ in 0..part_count {
+        let part_len = read_u16(bytes, pos)? as usize;
+        pos += 2 + part_len;
+        if pos > bytes.len() {
+            return Err(truncated(pos, bytes.len()));
+        }
+    }
+    Ok(pos)
 }
 
 impl From<Vec<Key>> for Keys {
@@ -196,16 +202,12 @@ impl<'a> Iterator for KeyIter<'a> {
         }
         self.left -= 1;
         // Checked when the keys were decoded (or encoded here): well formed throughout.
-        let key_type = KeyType::from_u8(self.rest[0]).expect("a checked key type");
-        let part_count = u16::from_le_bytes([self.rest[1], self.rest[2]]);
-        let parts_start = &self.rest[3..];
-        let mut len = 0;
-        for _ in 0..part_count {
-            let part_len = u16::from_le_bytes([parts_start[len], parts_start[len + 1]]);
-            len += 2 + part_len as usize;
-        }
-        let (parts, rest) = parts_start.split_at(len);
+        let end = key_end(self.rest, 0).expect("a checked key");
+        let (key, rest) = self.rest.split_at(end);
         self.rest = rest;
+        let key_type = KeyType::from_u8(key[0]).expect("a checked key type");
+        let part_count = u16::from_le_bytes([key[1], key[2]]);
+        let parts = &key[3..];
         Some(KeyRef {
             key_type,
             parts: Parts {
