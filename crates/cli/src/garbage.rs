@@ -228,7 +228,7 @@ impl Garbage {
             WireMessage::Forward(vec![Submission {
                 origin: Uuid(rng.gen()),
                 submit_id: 1,
-                payload,
+                payload: payload.into(),
                 chunk: (0, 1),
             }]),
             WireMessage::Leave,

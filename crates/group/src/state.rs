@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use base::{NodeState, Seqno, Uuid};
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::forced::ForcedFork;
@@ -16,6 +17,7 @@ use crate::weights::DEFAULT_WEIGHT;
 use crate::wire::{bincode_decode, bincode_encode, WireError};
 
 mod donors;
+mod payload_serde;
 mod reassembly;
 
 pub use donors::{NoDonor, StateRequest};
@@ -78,10 +80,10 @@ pub struct Submission {
     pub origin: Uuid,
     /// Per-origin number, from 1, used to deliver each submission exactly once.
     pub submit_id: u64,
-    /// The encoded write-set. Encoded as one byte string, not element by element: it is
-    /// copied through the codec four times on its way to every member.
-    #[serde(with = "serde_bytes")]
-    pub payload: Vec<u8>,
+    /// The encoded write-set, or this chunk of it: often a view of a larger buffer (the
+    /// origin's whole write-set, a received Raft entry) rather than a copy.
+    #[serde(with = "payload_serde")]
+    pub payload: Bytes,
     /// `(index, count)`: a large write-set travels and is ordered as `count` chunks with
     /// consecutive submit ids, and takes its seqno when the last of them is ordered; `(0,
     /// 1)` for a write-set in one piece.
@@ -90,11 +92,11 @@ pub struct Submission {
 
 impl Submission {
     /// A write-set in one piece.
-    pub fn whole(origin: Uuid, submit_id: u64, payload: Vec<u8>) -> Submission {
+    pub fn whole(origin: Uuid, submit_id: u64, payload: impl Into<Bytes>) -> Submission {
         Submission {
             origin,
             submit_id,
-            payload,
+            payload: payload.into(),
             chunk: (0, 1),
         }
     }
@@ -180,20 +182,40 @@ impl LogEntry {
         bincode_decode(bytes)
     }
 
+    /// Decodes an entry of the Raft log whose write-sets stay where they are: each
+    /// submission's payload is a view of `data`, not a copy. Applying a large write-set's
+    /// chunk then copies it once, into its place in the write-set, where decoding it into
+    /// a buffer of its own and copying that again cost the kernel a fresh page for every
+    /// 4 KiB of both.
+    pub fn decode_shared(data: &Bytes) -> Result<LogEntry, WireError> {
+        Ok(match bincode_decode::<LogEntryShape<'_>>(data)? {
+            LogEntryShape::Batch(shapes) => LogEntry::Batch(
+                shapes
+                    .into_iter()
+                    .map(|shape| Submission {
+                        origin: shape.origin,
+                        submit_id: shape.submit_id,
+                        payload: data.slice_ref(shape.payload),
+                        chunk: shape.chunk,
+                    })
+                    .collect(),
+            ),
+            LogEntryShape::Control(control) => LogEntry::Control(control),
+        })
+    }
+
     /// Whether `bytes` decode as an entry (as [`LogEntry::decode`] would), without copying
-    /// the write-sets they carry: a follower checks every entry as it arrives, and decodes
-    /// (and copies) it once more when it applies it; for a large write-set's chunks the
-    /// first copy was most of what checking cost.
+    /// the write-sets they carry: a follower checks every entry as it arrives, before it
+    /// applies it.
     pub fn decodes(bytes: &[u8]) -> bool {
         bincode_decode::<LogEntryShape<'_>>(bytes).is_ok()
     }
 }
 
-/// [`LogEntry`]'s encoding, read with the write-sets borrowed (see [`LogEntry::decodes`]).
-/// Its variants and fields mirror `LogEntry`'s and `Submission`'s one for one, in order:
-/// bincode reads by position.
+/// [`LogEntry`]'s encoding, read with the write-sets borrowed (see
+/// [`LogEntry::decode_shared`]). Its variants and fields mirror `LogEntry`'s and
+/// `Submission`'s one for one, in order: bincode reads by position.
 #[derive(Deserialize)]
-#[allow(dead_code)] // read to check the encoding, never used
 enum LogEntryShape<'a> {
     Batch(#[serde(borrow)] Vec<SubmissionShape<'a>>),
     Control(Control),
@@ -201,7 +223,6 @@ enum LogEntryShape<'a> {
 
 /// [`Submission`]'s encoding, its payload borrowed.
 #[derive(Deserialize)]
-#[allow(dead_code)] // read to check the encoding, never used
 struct SubmissionShape<'a> {
     origin: Uuid,
     submit_id: u64,
@@ -478,7 +499,9 @@ impl GroupState {
             return Some(OrderedSubmission {
                 seqno,
                 submit_id: submission.submit_id,
-                payload: submission.payload,
+                // A view of a received entry is copied out (once): kept as a view, it would
+                // hold the whole entry for as long as the write-set lives.
+                payload: Vec::from(submission.payload),
             });
         }
         let origin = submission.origin;

@@ -5,6 +5,7 @@
 //! garbage, an unknown version or a truncated frame gets a specific [`WireError`]; the
 //! receiver logs it and drops the message, and nothing else changes.
 
+use bytes::Bytes;
 use protobuf::Message as _;
 use raft::eraftpb;
 use serde::{Deserialize, Serialize};
@@ -75,6 +76,7 @@ pub enum WireMessage {
     },
 }
 
+/// What follows the envelope of a message other than a Raft one, as it is read.
 #[derive(Serialize, Deserialize)]
 enum Body {
     Forward(Vec<Submission>),
@@ -89,6 +91,50 @@ enum Body {
     Report(u64, RecoveryReport),
     Superseded(base::Uuid, ForcedFork),
     Presence(bool),
+}
+
+/// [`Body`] as it is written: the same variants in the same order, borrowing what they
+/// carry. bincode writes a variant by its index and a slice as a sequence, so both give
+/// the same bytes (`a_borrowed_body_encodes_as_the_owned_one`); encoding needs no copy of
+/// the write-sets a `Forward` carries.
+#[derive(Serialize)]
+enum BodyRef<'a> {
+    Forward(&'a [Submission]),
+    Join(&'a MemberInfo),
+    Leave,
+    Welcome(&'a [MemberInfo]),
+    Control(&'a Control),
+    Removed(u64),
+    Challenge(u64),
+    ProvedJoin(&'a MemberInfo, u64),
+    Probe(&'a str, u64),
+    Report(u64, &'a RecoveryReport),
+    Superseded(base::Uuid, &'a ForcedFork),
+    Presence(bool),
+}
+
+impl<'a> BodyRef<'a> {
+    /// The body of `message`, which is not a Raft message.
+    fn of(message: &'a WireMessage) -> BodyRef<'a> {
+        match message {
+            WireMessage::Raft(_) => unreachable!("a Raft message has a protobuf body"),
+            WireMessage::Forward(submissions) => BodyRef::Forward(submissions),
+            WireMessage::Join(info) => BodyRef::Join(info),
+            WireMessage::Leave => BodyRef::Leave,
+            WireMessage::Welcome(members) => BodyRef::Welcome(members),
+            WireMessage::Control(control) => BodyRef::Control(control),
+            WireMessage::Removed(raft_id) => BodyRef::Removed(*raft_id),
+            WireMessage::Challenge(proof) => BodyRef::Challenge(*proof),
+            WireMessage::ProvedJoin(info, proof) => BodyRef::ProvedJoin(info, *proof),
+            WireMessage::Probe {
+                reply_to,
+                challenge,
+            } => BodyRef::Probe(reply_to, *challenge),
+            WireMessage::Report { challenge, report } => BodyRef::Report(*challenge, report),
+            WireMessage::Superseded { cluster, fork } => BodyRef::Superseded(*cluster, fork),
+            WireMessage::Presence { reply } => BodyRef::Presence(*reply),
+        }
+    }
 }
 
 const KIND_RAFT: u8 = 1;
@@ -135,62 +181,50 @@ pub enum WireError {
 
 /// Encodes a message from member `from` (its Raft id).
 pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
-    let (kind, body) = match message {
-        WireMessage::Raft(raft_message) => (
-            KIND_RAFT,
-            raft_message
-                .write_to_bytes()
-                .expect("protobuf encoding of a Raft message"),
-        ),
-        WireMessage::Forward(submissions) => (
-            KIND_OTHER,
-            bincode_encode(&Body::Forward(submissions.clone())),
-        ),
-        WireMessage::Join(info) => (KIND_OTHER, bincode_encode(&Body::Join(info.clone()))),
-        WireMessage::Leave => (KIND_OTHER, bincode_encode(&Body::Leave)),
-        WireMessage::Presence { reply } => (KIND_OTHER, bincode_encode(&Body::Presence(*reply))),
-        WireMessage::Welcome(members) => {
-            (KIND_OTHER, bincode_encode(&Body::Welcome(members.clone())))
-        }
-        WireMessage::Control(control) => {
-            (KIND_OTHER, bincode_encode(&Body::Control(control.clone())))
-        }
-        WireMessage::Removed(raft_id) => (KIND_OTHER, bincode_encode(&Body::Removed(*raft_id))),
-        WireMessage::Challenge(proof) => (KIND_OTHER, bincode_encode(&Body::Challenge(*proof))),
-        WireMessage::ProvedJoin(info, proof) => (
-            KIND_OTHER,
-            bincode_encode(&Body::ProvedJoin(info.clone(), *proof)),
-        ),
-        WireMessage::Probe {
-            reply_to,
-            challenge,
-        } => (
-            KIND_OTHER,
-            bincode_encode(&Body::Probe(reply_to.clone(), *challenge)),
-        ),
-        WireMessage::Report { challenge, report } => (
-            KIND_OTHER,
-            bincode_encode(&Body::Report(*challenge, report.clone())),
-        ),
-        WireMessage::Superseded { cluster, fork } => (
-            KIND_OTHER,
-            bincode_encode(&Body::Superseded(*cluster, *fork)),
-        ),
+    // The body is written straight into the frame: a large write-set's chunks are a
+    // megabyte per message, and every copy of them is fresh memory for the kernel to clear.
+    let (kind, body_len) = match message {
+        WireMessage::Raft(raft_message) => (KIND_RAFT, raft_message.compute_size() as usize),
+        other => (KIND_OTHER, body_size(&BodyRef::of(other))),
     };
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TRAILER_LEN);
+    let mut out = Vec::with_capacity(HEADER_LEN + body_len + TRAILER_LEN);
     out.extend_from_slice(&MAGIC);
     out.push(WIRE_VERSION);
     out.push(kind);
     out.extend_from_slice(&from.to_le_bytes());
     out.extend_from_slice(
-        &u32::try_from(body.len())
+        &u32::try_from(body_len)
             .expect("body under 4 GiB")
             .to_le_bytes(),
     );
-    out.extend_from_slice(&body);
+    match message {
+        WireMessage::Raft(raft_message) => raft_message
+            .write_to_vec(&mut out)
+            .expect("protobuf encoding of a Raft message"),
+        other => {
+            use bincode::Options;
+            bincode_options()
+                .serialize_into(&mut out, &BodyRef::of(other))
+                .expect("bincode encoding of an in-memory value");
+        }
+    }
+    assert_eq!(
+        out.len(),
+        HEADER_LEN + body_len,
+        "the body's size as computed"
+    );
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// The encoded size of a body other than a Raft message.
+fn body_size(body: &BodyRef<'_>) -> usize {
+    use bincode::Options;
+    let size = bincode_options()
+        .serialized_size(body)
+        .expect("bincode sizing of an in-memory value");
+    usize::try_from(size).expect("a body held in memory")
 }
 
 /// Length of the complete frame at the start of `bytes`, once its header has arrived.
@@ -218,6 +252,17 @@ pub fn frame_sender(frame: &[u8]) -> Option<u64> {
 
 /// Decodes one message that fills `bytes` exactly; returns the sender's Raft id with it.
 pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
+    decode_frame(bytes, None)
+}
+
+/// [`decode`] of a frame held in a shared buffer: the entries of a Raft message are views
+/// of `frame`, not copies (a follower's appends carry every write-set, a large one's
+/// chunks a megabyte at a time).
+pub fn decode_shared(frame: &Bytes) -> Result<(u64, WireMessage), WireError> {
+    decode_frame(frame, Some(frame))
+}
+
+fn decode_frame(bytes: &[u8], shared: Option<&Bytes>) -> Result<(u64, WireMessage), WireError> {
     let needed = frame_len(bytes)?.ok_or(WireError::Truncated {
         needed: HEADER_LEN + TRAILER_LEN,
         got: bytes.len(),
@@ -244,8 +289,13 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WireMessage), WireError> {
     let body = &covered[HEADER_LEN..];
     let message = match bytes[5] {
         KIND_RAFT => {
-            let raft_message = eraftpb::Message::parse_from_bytes(body)
-                .map_err(|e| WireError::Malformed(e.to_string()))?;
+            let parsed = match shared {
+                Some(frame) => eraftpb::Message::parse_from_carllerche_bytes(
+                    &frame.slice(HEADER_LEN..needed - TRAILER_LEN),
+                ),
+                None => eraftpb::Message::parse_from_bytes(body),
+            };
+            let raft_message = parsed.map_err(|e| WireError::Malformed(e.to_string()))?;
             if raft_message.from != from {
                 return Err(WireError::Malformed(format!(
                     "Raft message claims sender {} inside an envelope from {from}",
@@ -323,7 +373,7 @@ mod tests {
             WireMessage::Forward(vec![Submission {
                 origin: Uuid([5; 16]),
                 submit_id: 3,
-                payload: vec![1, 2, 3],
+                payload: vec![1, 2, 3].into(),
                 chunk: (1, 2),
             }]),
             WireMessage::Join(MemberInfo {
@@ -350,6 +400,20 @@ mod tests {
                 },
                 77,
             ),
+            WireMessage::Probe {
+                reply_to: "127.0.0.1:4570".into(),
+                challenge: 99,
+            },
+            WireMessage::Report {
+                challenge: 99,
+                report: RecoveryReport {
+                    address: "127.0.0.1:4571".into(),
+                    holds_data: true,
+                    last_view: None,
+                    position: None,
+                    standing: crate::recovery::Standing::NonPrimary,
+                },
+            },
             WireMessage::Superseded {
                 cluster: Uuid([3; 16]),
                 fork: ForcedFork {
@@ -406,6 +470,25 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_frame_decodes_as_a_copied_one_and_its_entries_are_views() {
+        for message in samples() {
+            let bytes = Bytes::from(encode(7, &message));
+            assert_eq!(decode_shared(&bytes), decode(&bytes));
+        }
+        let frame = Bytes::from(encode(7, &WireMessage::Raft(append_sample())));
+        let Ok((_, WireMessage::Raft(decoded))) = decode_shared(&frame) else {
+            panic!("an append decodes");
+        };
+        let frame_range = frame.as_ptr_range();
+        for entry in decoded.get_entries() {
+            assert!(
+                frame_range.contains(&entry.data.as_ptr()),
+                "entry data is a view"
+            );
+        }
+    }
+
+    #[test]
     fn truncation_corruption_and_versions_are_named() {
         for message in samples() {
             let bytes = encode(7, &message);
@@ -423,6 +506,46 @@ mod tests {
                 decode(&newer),
                 Err(WireError::UnknownVersion(WIRE_VERSION + 1))
             );
+        }
+    }
+
+    /// The owned body of a message other than a Raft one, as a decoder reads it.
+    fn owned_body(message: &WireMessage) -> Body {
+        match message.clone() {
+            WireMessage::Raft(_) => unreachable!("Raft messages have no bincode body"),
+            WireMessage::Forward(submissions) => Body::Forward(submissions),
+            WireMessage::Join(info) => Body::Join(info),
+            WireMessage::Leave => Body::Leave,
+            WireMessage::Welcome(members) => Body::Welcome(members),
+            WireMessage::Control(control) => Body::Control(control),
+            WireMessage::Removed(raft_id) => Body::Removed(raft_id),
+            WireMessage::Challenge(proof) => Body::Challenge(proof),
+            WireMessage::ProvedJoin(info, proof) => Body::ProvedJoin(info, proof),
+            WireMessage::Probe {
+                reply_to,
+                challenge,
+            } => Body::Probe(reply_to, challenge),
+            WireMessage::Report { challenge, report } => Body::Report(challenge, report),
+            WireMessage::Superseded { cluster, fork } => Body::Superseded(cluster, fork),
+            WireMessage::Presence { reply } => Body::Presence(reply),
+        }
+    }
+
+    #[test]
+    fn a_borrowed_body_encodes_as_the_owned_one() {
+        let bodies = samples()
+            .into_iter()
+            .filter(|message| !matches!(message, WireMessage::Raft(_)))
+            .collect::<Vec<_>>();
+        assert!(bodies.len() >= 12, "every kind of body is sampled");
+        for message in &bodies {
+            let borrowed = bincode_encode(&BodyRef::of(message));
+            assert_eq!(
+                borrowed,
+                bincode_encode(&owned_body(message)),
+                "{message:?}"
+            );
+            assert_eq!(body_size(&BodyRef::of(message)), borrowed.len());
         }
     }
 

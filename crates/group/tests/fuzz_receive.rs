@@ -410,7 +410,7 @@ impl Context<'_> {
                 let submission = Submission {
                     origin,
                     submit_id: *submit_id,
-                    payload: vec![0x5a; *len],
+                    payload: vec![0x5a; *len].into(),
                     chunk: *chunk,
                 };
                 (from, WireMessage::Forward(vec![submission]))

@@ -555,7 +555,7 @@ fn a_write_set_over_max_ws_size_is_refused_by_the_leader() {
     let chunk = |submit_id, chunk| Submission {
         origin,
         submit_id,
-        payload: vec![7; 16],
+        payload: vec![7; 16].into(),
         chunk,
     };
     for (submission, reason) in [

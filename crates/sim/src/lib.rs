@@ -369,8 +369,11 @@ impl Simulation {
             return Ok(());
         };
         // Refusals (a departed sender, a duplicate) are expected under faults; the group
-        // logs them and carries on, as it must.
-        let result = process.group.receive(now, bytes);
+        // logs them and carries on, as it must. Frames arrive in a shared buffer, as the
+        // transport hands them over, so the Raft entries kept are views of it.
+        let result = process
+            .group
+            .receive_shared(now, &bytes::Bytes::copy_from_slice(bytes));
         if let Some(what) = must_refuse {
             if result.is_ok() {
                 return Err(format!("node {to} took a message it must refuse: {what}"));

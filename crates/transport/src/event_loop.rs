@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use base::{Nanos, NodeState, Seqno};
+use bytes::Bytes;
 use group::{wire, Delivery, GroupNode, Outgoing};
 
 use crate::writer::{SendError, Writer};
@@ -238,7 +239,7 @@ impl EventLoop {
     /// Handles one event; true to stop the loop.
     fn handle(&mut self, event: Event, now: Nanos) -> bool {
         match event {
-            Event::Frames(bytes) => self.receive_frames(&bytes, now),
+            Event::Frames(bytes) => self.receive_frames(Bytes::from(bytes), now),
             Event::Submit {
                 ticket,
                 payload,
@@ -300,13 +301,15 @@ impl EventLoop {
         }
     }
 
-    fn receive_frames(&mut self, bytes: &[u8], now: Nanos) {
+    /// Hands each frame of `bytes` to the member as a view of the buffer the reader filled:
+    /// the Raft entries it carries are not copied again.
+    fn receive_frames(&mut self, bytes: Bytes, now: Nanos) {
         if self.isolated {
             return;
         }
         let mut rest = bytes;
         while !rest.is_empty() {
-            let len = match wire::frame_len(rest) {
+            let len = match wire::frame_len(&rest) {
                 Ok(Some(len)) if len <= rest.len() => len,
                 other => {
                     // Readers forward whole frames only; this is a bug, not a peer's fault.
@@ -318,9 +321,8 @@ impl EventLoop {
                     return;
                 }
             };
-            let (frame, tail) = rest.split_at(len);
-            rest = tail;
-            if let Err(error) = self.node.receive(now, frame) {
+            let frame = rest.split_to(len);
+            if let Err(error) = self.node.receive_shared(now, &frame) {
                 if error.is_routine() {
                     tracing::debug!(%error, "message refused");
                 } else {

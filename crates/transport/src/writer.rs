@@ -493,7 +493,7 @@ mod tests {
         let submission = Submission {
             origin: Uuid::NIL,
             submit_id: n,
-            payload: vec![n as u8; size],
+            payload: vec![n as u8; size].into(),
             chunk: (0, 1),
         };
         wire::encode(SENDER, &WireMessage::Forward(vec![submission]))

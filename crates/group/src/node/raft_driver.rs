@@ -196,7 +196,7 @@ impl GroupNode {
                 EntryType::EntryNormal if entry.data.is_empty() => {}
                 // Entries are checked on receipt (`check`), so only a bug gets past here; every
                 // member skips the same entry, so the members stay identical.
-                EntryType::EntryNormal => match LogEntry::decode(&entry.data) {
+                EntryType::EntryNormal => match LogEntry::decode_shared(&entry.data) {
                     Ok(log_entry) => self.apply_log_entry(log_entry),
                     Err(error) => {
                         tracing::error!(index = entry.index, %error, "entry skipped");

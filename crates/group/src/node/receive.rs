@@ -2,6 +2,7 @@
 //! sees them, with the reason for each refusal ([`ReceiveError`]).
 
 use base::Nanos;
+use bytes::Bytes;
 use raft::eraftpb::Message;
 
 use super::submit::CHUNK_BYTES;
@@ -135,11 +136,25 @@ impl ReceiveError {
 impl GroupNode {
     /// Handles bytes received from a peer.
     pub fn receive(&mut self, now: Nanos, bytes: &[u8]) -> Result<(), ReceiveError> {
+        self.receive_with(now, || wire::decode(bytes))
+    }
+
+    /// [`GroupNode::receive`] of a frame in a shared buffer: the Raft entries it carries
+    /// stay views of it (`wire::decode_shared`).
+    pub fn receive_shared(&mut self, now: Nanos, frame: &Bytes) -> Result<(), ReceiveError> {
+        self.receive_with(now, || wire::decode_shared(frame))
+    }
+
+    fn receive_with(
+        &mut self,
+        now: Nanos,
+        decode: impl FnOnce() -> Result<(u64, WireMessage), WireError>,
+    ) -> Result<(), ReceiveError> {
         if self.closed {
             return Err(ReceiveError::Closed);
         }
         self.advance_clock(now);
-        let (from, message) = wire::decode(bytes)?;
+        let (from, message) = decode()?;
         if from == 0 || from == self.me.raft_id {
             return Err(ReceiveError::ForgedSender { from });
         }

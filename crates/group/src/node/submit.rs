@@ -264,7 +264,7 @@ impl GroupNode {
                 to_send.push(Submission {
                     origin: self.me.uuid,
                     submit_id: *submit_id,
-                    payload: pending.payload.to_vec(),
+                    payload: pending.payload.clone(),
                     chunk: pending.chunk,
                 });
             }

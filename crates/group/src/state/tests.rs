@@ -47,7 +47,7 @@ fn chunks_take_one_seqno_when_the_last_arrives_in_any_order() {
     let chunk = |origin: u8, id: u64, index: u32, byte: u8| Submission {
         origin: Uuid([origin; 16]),
         submit_id: id,
-        payload: vec![byte; if index == 2 { 3 } else { crate::CHUNK_BYTES }],
+        payload: vec![byte; if index == 2 { 3 } else { crate::CHUNK_BYTES }].into(),
         chunk: (index, 3),
     };
     // Write-set 12 of member 1 in chunks 10, 11, 12; the middle one comes last (it was
@@ -97,7 +97,7 @@ fn reassembly_is_bounded_per_origin_and_per_chunk() {
     let first = |n: u64| Submission {
         origin,
         submit_id: 10 * n + 10,
-        payload: vec![n as u8; crate::CHUNK_BYTES],
+        payload: vec![n as u8; crate::CHUNK_BYTES].into(),
         chunk: (0, 2),
     };
     for n in 0..MAX_REASSEMBLIES_PER_ORIGIN as u64 {
@@ -116,7 +116,7 @@ fn reassembly_is_bounded_per_origin_and_per_chunk() {
     assert!(state.accept_submission(other).is_some());
     let second = Submission {
         submit_id: 11,
-        payload: vec![0],
+        payload: vec![0].into(),
         chunk: (1, 2),
         ..first(0)
     };
@@ -125,7 +125,7 @@ fn reassembly_is_bounded_per_origin_and_per_chunk() {
     assert!(state.was_ordered(origin, 10 * over + 10));
     // A chunk larger than a chunk is cut, or ids past the end of the range, take nothing.
     let mut fat = first(100);
-    fat.payload = vec![0; crate::CHUNK_BYTES + 1];
+    fat.payload = vec![0; crate::CHUNK_BYTES + 1].into();
     let mut last = first(101);
     last.submit_id = u64::MAX;
     for bad in [fat, last] {
@@ -519,12 +519,22 @@ fn state_and_entries_round_trip() {
     let chunk = Submission {
         origin: Uuid([4; 16]),
         submit_id: 12,
-        payload: vec![5; crate::CHUNK_BYTES],
+        payload: vec![5; crate::CHUNK_BYTES].into(),
         chunk: (0, 2),
     };
     let bytes = LogEntry::Batch(vec![Submission::whole(Uuid([3; 16]), 1, vec![]), chunk]).encode();
     assert!(LogEntry::decodes(&bytes));
     assert!(!LogEntry::decodes(&bytes[..bytes.len() - 1]));
+    // Decoded in place, the payloads are views of the entry, equal to a copying decode.
+    let shared = bytes::Bytes::from(bytes.clone());
+    let decoded = LogEntry::decode_shared(&shared).expect("decodes in place");
+    assert_eq!(Ok(&decoded), LogEntry::decode(&bytes).as_ref());
+    let LogEntry::Batch(submissions) = decoded else {
+        panic!("a batch decodes as a batch");
+    };
+    let entry_range = shared.as_ptr_range();
+    assert!(entry_range.contains(&submissions[1].payload.as_ptr()));
+    assert!(LogEntry::decode_shared(&shared.slice(..shared.len() - 1)).is_err());
 }
 
 mod fuzz {
@@ -556,7 +566,7 @@ mod fuzz {
         state.accept_submission(Submission {
             origin: Uuid([2; 16]),
             submit_id: 9,
-            payload: vec![1, 2, 3],
+            payload: vec![1, 2, 3].into(),
             chunk: (0, 3),
         });
         let request = StateRequest {
@@ -616,7 +626,7 @@ mod fuzz {
             state.accept_submission(Submission {
                 origin: uuid,
                 submit_id: id,
-                payload: vec![2],
+                payload: vec![2].into(),
                 chunk,
             });
         }
@@ -675,7 +685,7 @@ mod fuzz {
             let samples = [
                 LogEntry::Batch(vec![
                     Submission::whole(Uuid([1; 16]), 9, vec![1, 2]),
-                    Submission { origin: Uuid([2; 16]), submit_id: 11, payload: vec![3], chunk: (2, 3) },
+                    Submission { origin: Uuid([2; 16]), submit_id: 11, payload: vec![3].into(), chunk: (2, 3) },
                 ]),
                 LogEntry::Control(Control::Committed(2, Seqno(35))),
                 LogEntry::Control(Control::StateRequest(StateRequest {
