@@ -181,12 +181,33 @@ pub enum WireError {
 
 /// Encodes a message from member `from` (its Raft id).
 pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
-    // The body is written straight into the frame: a large write-set's chunks are a
-    // megabyte per message, and every copy of them is fresh memory for the kernel to clear.
-    let (kind, body_len) = match message {
-        WireMessage::Raft(raft_message) => (KIND_RAFT, raft_message.compute_size() as usize),
-        other => (KIND_OTHER, body_size(&BodyRef::of(other))),
-    };
+    match message {
+        WireMessage::Raft(raft_message) => frame(
+            from,
+            KIND_RAFT,
+            raft_message.compute_size() as usize,
+            |out| {
+                raft_message
+                    .write_to_vec(out)
+                    .expect("protobuf encoding of a Raft message")
+            },
+        ),
+        other => {
+            use bincode::Options;
+            let body = BodyRef::of(other);
+            frame(from, KIND_OTHER, body_size(&body), |out| {
+                bincode_options()
+                    .serialize_into(out, &body)
+                    .expect("bincode encoding of an in-memory value")
+            })
+        }
+    }
+}
+
+/// The envelope around a body of `body_len` bytes that `write_body` appends. The body is
+/// written straight into the frame: a large write-set's chunks are a megabyte per message,
+/// and every copy of them is fresh memory for the kernel to clear.
+fn frame(from: u64, kind: u8, body_len: usize, write_body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + body_len + TRAILER_LEN);
     out.extend_from_slice(&MAGIC);
     out.push(WIRE_VERSION);
@@ -197,17 +218,7 @@ pub fn encode(from: u64, message: &WireMessage) -> Vec<u8> {
             .expect("body under 4 GiB")
             .to_le_bytes(),
     );
-    match message {
-        WireMessage::Raft(raft_message) => raft_message
-            .write_to_vec(&mut out)
-            .expect("protobuf encoding of a Raft message"),
-        other => {
-            use bincode::Options;
-            bincode_options()
-                .serialize_into(&mut out, &BodyRef::of(other))
-                .expect("bincode encoding of an in-memory value");
-        }
-    }
+    write_body(&mut out);
     assert_eq!(
         out.len(),
         HEADER_LEN + body_len,
