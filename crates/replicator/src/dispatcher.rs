@@ -147,13 +147,14 @@ fn on_write_set(
 }
 
 /// Moves joins on, turns a caught-up node SYNCED, answers votes and keeps the identity
-/// saved for a crash (see `NodeEngine::tick`).
+/// saved for a crash (see `NodeEngine::tick`), and tells the group how far this node has
+/// committed.
 fn tick(shared: &Arc<Shared>) {
     let committed = lock(&shared.monitors)
         .as_ref()
         .map_or(Seqno::UNDEFINED, |m| m.apply.last_left());
     let runner = lock(&shared.inner).runner.clone();
-    let (primary, membership) = match runner {
+    let (primary, membership) = match &runner {
         Some(runner) => {
             let status = runner.status();
             (status.primary, status.saved_membership)
@@ -161,5 +162,17 @@ fn tick(shared: &Arc<Shared>) {
         None => (false, None),
     };
     let now = shared.now();
-    shared.with_engine(|engine| engine.tick(now, committed, primary, membership));
+    let floor = shared.with_engine(|engine| {
+        engine.tick(now, committed, primary, membership);
+        engine.purge_floor(committed)
+    });
+    // This node's part of the commit cut, below which every member purges its
+    // certification index. Appliers report it too, but a node whose clients write
+    // everything applies nothing: the cut would stay where it last applied, and every
+    // member's index would keep every key written since. The dispatcher ticks after every
+    // delivery, its own write-sets included, and at least every `TICK_EVERY`.
+    if let Some(runner) = runner {
+        // Fails only once the node is closing, when nothing is purged any more.
+        let _ = runner.report_committed(floor);
+    }
 }

@@ -494,3 +494,39 @@ fn concurrent_local_transactions_are_each_woken_by_their_own_certification() {
     replicator.shutdown();
     let _ = applier.join();
 }
+
+#[test]
+fn a_node_whose_clients_write_everything_still_moves_the_commit_cut() {
+    const LOAD: u64 = 300;
+    // Well under the load: what is left once the cut has passed it.
+    const PURGED_BELOW: u64 = 20;
+    const _: () = assert!(PURGED_BELOW < LOAD);
+    let server = Arc::new(FakeServer::default());
+    let replicator = Arc::new(Replicator::new(server.clone(), settings("node1")));
+    replicator.connect("trireme", "gcomm://", "", true).unwrap();
+    let applier = {
+        let replicator = replicator.clone();
+        std::thread::spawn(move || replicator.recv(RecvContext(1)))
+    };
+    wait_for("synced", || {
+        server.calls.lock().unwrap().iter().any(|c| c == "synced")
+    });
+    // One key per transaction, all of them local: the applier has nothing to apply, so
+    // only the node's own commits can tell the group how far it has committed.
+    for trx in 1..=LOAD {
+        let outcome = certify_row(&replicator, trx);
+        commit_certified(&replicator, trx, outcome);
+    }
+    // Had the cut stayed where the node last applied something (its first view), the index
+    // would keep all LOAD keys and more. It is purged as a write-set is certified after the
+    // cut reached the group, which takes a few ticks to be reported and ordered.
+    let mut trx = LOAD;
+    wait_for("the certification index to be purged", || {
+        trx += 1;
+        let outcome = certify_row(&replicator, trx);
+        commit_certified(&replicator, trx, outcome);
+        replicator.status().apply.cert_index_size < PURGED_BELOW
+    });
+    replicator.shutdown();
+    let _ = applier.join();
+}
