@@ -93,10 +93,18 @@ impl Replicator {
         trx_flags: u32,
     ) -> Result<Submitted, SubmitRefusal> {
         let shared = &self.shared;
-        let committed = self.last_committed_locked();
+        let monitors = lock(&shared.monitors).clone();
         let limit = shared.max_write_set_bytes.load(Ordering::Relaxed);
         let (bytes, runner, pending) = {
             let mut inner = lock(&shared.inner);
+            // Read under the engine's lock, which the dispatcher also holds while it works
+            // out the commit position it reports (`purge_floor`): either it sees this
+            // write-set submitted, or this reads at least what it reported. Read before
+            // the lock, a report in between could pass this `last_seen` and let the cut
+            // fail the write-set as too old.
+            let committed = monitors
+                .as_ref()
+                .map_or(Seqno::UNDEFINED, |m| m.apply.last_left());
             let prepared = inner
                 .engine
                 .prepare_submission(conn_id, trx_id, trx_flags, committed, limit);
