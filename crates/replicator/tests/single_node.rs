@@ -449,10 +449,11 @@ fn a_joiner_gets_state_from_a_donor_then_applies_what_followed() {
     }
 }
 
-#[test]
-fn concurrent_local_transactions_are_each_woken_by_their_own_certification() {
-    const CLIENTS: u64 = 16;
-    const EACH: u64 = 25;
+/// A node that founds a cluster of its own, synced, with one applier thread running.
+fn synced_founding_node() -> (
+    Arc<Replicator>,
+    std::thread::JoinHandle<Result<(), ReplicatorError>>,
+) {
     let server = Arc::new(FakeServer::default());
     let replicator = Arc::new(Replicator::new(server.clone(), settings("node1")));
     replicator.connect("trireme", "gcomm://", "", true).unwrap();
@@ -463,6 +464,14 @@ fn concurrent_local_transactions_are_each_woken_by_their_own_certification() {
     wait_for("synced", || {
         server.calls.lock().unwrap().iter().any(|c| c == "synced")
     });
+    (replicator, applier)
+}
+
+#[test]
+fn concurrent_local_transactions_are_each_woken_by_their_own_certification() {
+    const CLIENTS: u64 = 16;
+    const EACH: u64 = 25;
+    let (replicator, applier) = synced_founding_node();
     let clients: Vec<_> = (0..CLIENTS)
         .map(|client| {
             let replicator = replicator.clone();
@@ -501,16 +510,7 @@ fn a_node_whose_clients_write_everything_still_moves_the_commit_cut() {
     // Well under the load: what is left once the cut has passed it.
     const PURGED_BELOW: u64 = 20;
     const _: () = assert!(PURGED_BELOW < LOAD);
-    let server = Arc::new(FakeServer::default());
-    let replicator = Arc::new(Replicator::new(server.clone(), settings("node1")));
-    replicator.connect("trireme", "gcomm://", "", true).unwrap();
-    let applier = {
-        let replicator = replicator.clone();
-        std::thread::spawn(move || replicator.recv(RecvContext(1)))
-    };
-    wait_for("synced", || {
-        server.calls.lock().unwrap().iter().any(|c| c == "synced")
-    });
+    let (replicator, applier) = synced_founding_node();
     // One key per transaction, all of them local: the applier has nothing to apply, so
     // only the node's own commits can tell the group how far it has committed.
     for trx in 1..=LOAD {
