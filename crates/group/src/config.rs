@@ -56,6 +56,9 @@ pub struct GroupConfig {
     /// Ordered log entries kept behind the applied position so that a member that lags
     /// briefly catches up from the log instead of needing a state transfer.
     pub log_retain_entries: u64,
+    /// The most payload the retained entries may hold: past it, the log is cut at a later
+    /// snapshot, and a member that lags further is sent a snapshot and a state transfer.
+    pub log_retain_bytes: u64,
     /// A group-state snapshot is taken every this many applied log entries.
     pub snapshot_interval_entries: u64,
     /// Ticks a leaving member waits for its removal to reach the others.
@@ -80,6 +83,25 @@ pub struct GroupConfig {
     pub weight: u8,
 }
 
+/// Default of [`GroupConfig::log_retain_bytes`]. A few seconds of a heavy write load: what a
+/// member that pauses briefly (a stall of its host, a long garbage pass) needs from the log.
+/// Every node holds this much memory on top of the gcache, so it stays well below the
+/// gcache's own default of 128 MB.
+pub const LOG_RETAIN_BYTES_DEFAULT: u64 = 64 << 20;
+
+/// Default of [`GroupConfig::batch_bytes_max`].
+pub const BATCH_BYTES_MAX_DEFAULT: usize = 1 << 20;
+
+// A quarter of the byte budget holds several full batches, so a snapshot (and so a cut
+// point) comes along well before the budget is spent.
+const _: () = assert!(
+    LOG_RETAIN_BYTES_DEFAULT / SNAPSHOTS_PER_RETAINED_BYTES >= 4 * BATCH_BYTES_MAX_DEFAULT as u64
+);
+
+/// A snapshot is also taken once this fraction of `log_retain_bytes` has been appended
+/// since the last one, so the byte budget has a cut point well before it is spent.
+pub const SNAPSHOTS_PER_RETAINED_BYTES: u64 = 4;
+
 /// Galera's default and ceiling of `repl.max_ws_size`: 2 GiB - 1.
 pub const MAX_WS_SIZE_DEFAULT: u64 = (2 << 30) - 1;
 
@@ -95,9 +117,10 @@ impl Default for GroupConfig {
             fc_factor: 1.0,
             fc_single_primary: false,
             catch_up_period: CATCH_UP_PERIOD_DEFAULT,
-            batch_bytes_max: 1 << 20,
+            batch_bytes_max: BATCH_BYTES_MAX_DEFAULT,
             resend_ticks: 50,
             log_retain_entries: 10_000,
+            log_retain_bytes: LOG_RETAIN_BYTES_DEFAULT,
             snapshot_interval_entries: 1_000,
             leave_grace_ticks: 20,
             join_retry_ticks: 20,

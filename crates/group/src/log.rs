@@ -3,7 +3,9 @@
 //! Why in memory: a member that restarts comes back as a new member with a new Raft id, so
 //! no Raft state has to survive a restart (the database keeps its own state, and the
 //! missing range arrives by IST/SST). Entries are retained `log_retain_entries` behind the
-//! applied position, so a member that lags briefly catches up from the log.
+//! applied position, so a member that lags briefly catches up from the log, but never more
+//! than `log_retain_bytes` of them: ten thousand entries of a bulk load's write-sets were
+//! gigabytes of memory on every node.
 
 use std::collections::VecDeque;
 
@@ -18,6 +20,12 @@ pub struct OrderLog {
     /// The snapshot the log starts after: `entries[0]` has index `snapshot.index + 1`.
     snapshot: Snapshot,
     entries: Vec<Entry>,
+    /// For each of `entries`, the bytes appended to the log up to and including it. The
+    /// count runs on from where the snapshot starts (`bytes_at_start`), so a difference of
+    /// two gives what lies between them.
+    bytes_through: Vec<u64>,
+    /// The byte count at the snapshot the log starts after.
+    bytes_at_start: u64,
     /// Snapshots taken at applied positions, waiting until the log may be cut there.
     pending_snapshots: VecDeque<Snapshot>,
     /// The newest snapshot taken: what a peer that needs one is sent. It is never older than
@@ -41,6 +49,7 @@ impl OrderLog {
         self.hard_state.term = self.hard_state.term.max(metadata.term);
         self.hard_state.commit = self.hard_state.commit.max(metadata.index);
         self.entries.clear();
+        self.bytes_through.clear();
         self.pending_snapshots.clear();
         self.served = snapshot.clone();
         self.snapshot = snapshot;
@@ -87,7 +96,42 @@ impl OrderLog {
             offset + self.entries.len() as u64
         );
         self.entries.truncate(keep);
+        self.bytes_through.truncate(keep);
+        let mut bytes = self
+            .bytes_through
+            .last()
+            .copied()
+            .unwrap_or(self.bytes_at_start);
+        for entry in &new_entries {
+            bytes += entry_bytes(entry);
+            self.bytes_through.push(bytes);
+        }
         self.entries.extend(new_entries);
+        debug_assert_eq!(self.entries.len(), self.bytes_through.len());
+    }
+
+    /// Payload bytes of the entries kept after `index` (all of them for an index at or
+    /// before the log's start, none past its end).
+    pub fn bytes_after(&self, index: u64) -> u64 {
+        let start = self.snapshot.get_metadata().index;
+        let end = self
+            .bytes_through
+            .last()
+            .copied()
+            .unwrap_or(self.bytes_at_start);
+        let at = match index.checked_sub(start + 1) {
+            None => self.bytes_at_start,
+            Some(position) => match self.bytes_through.get(position as usize) {
+                Some(bytes) => *bytes,
+                None => end,
+            },
+        };
+        end - at
+    }
+
+    /// Payload bytes of every entry kept in memory.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_after(self.snapshot.get_metadata().index)
     }
 
     /// Index of the last entry.
@@ -113,20 +157,37 @@ impl OrderLog {
         self.pending_snapshots.push_back(snapshot);
     }
 
-    /// Cuts the log at the newest recorded snapshot at or below `index`.
-    pub fn compact_to(&mut self, index: u64) {
+    /// Cuts the log at the newest recorded snapshot at or below `index`, or at a later
+    /// recorded snapshot if that is what it takes to keep at most `bytes_max` bytes.
+    pub fn compact_to(&mut self, index: u64, bytes_max: u64) {
         let mut cut = None;
-        while self
-            .pending_snapshots
-            .front()
-            .is_some_and(|s| s.get_metadata().index <= index)
-        {
+        while let Some(next) = self.pending_snapshots.front() {
+            let at = next.get_metadata().index;
+            let over_budget = self.bytes_after(self.cut_index(cut.as_ref())) > bytes_max;
+            if at > index && !over_budget {
+                break;
+            }
             cut = self.pending_snapshots.pop_front();
         }
         let Some(snapshot) = cut else { return };
         let drop = (snapshot.get_metadata().index - self.snapshot.get_metadata().index) as usize;
-        self.entries.drain(..drop.min(self.entries.len()));
+        assert!(
+            drop <= self.entries.len(),
+            "a snapshot at {} past the log end {}",
+            snapshot.get_metadata().index,
+            self.last_index()
+        );
+        if drop > 0 {
+            self.bytes_at_start = self.bytes_through[drop - 1];
+        }
+        self.entries.drain(..drop);
+        self.bytes_through.drain(..drop);
         self.snapshot = snapshot;
+    }
+
+    /// Where the log would start after cutting at `cut` (nothing chosen yet: where it starts).
+    fn cut_index(&self, cut: Option<&Snapshot>) -> u64 {
+        cut.unwrap_or(&self.snapshot).get_metadata().index
     }
 
     /// Entries kept in memory.
@@ -138,6 +199,12 @@ impl OrderLog {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// What an entry counts for in the log's byte budget: its payload, and its context (a
+/// membership change's).
+fn entry_bytes(entry: &Entry) -> u64 {
+    (entry.get_data().len() + entry.get_context().len()) as u64
 }
 
 impl raft::Storage for OrderLog {
@@ -236,7 +303,7 @@ mod tests {
     fn compaction_cuts_at_a_recorded_snapshot_only() {
         let mut log = genesis();
         log.append((2..=10).map(|i| entry(i, 1)).collect());
-        log.compact_to(9);
+        log.compact_to(9, u64::MAX);
         assert_eq!(
             log.first_index(),
             Ok(2),
@@ -244,7 +311,7 @@ mod tests {
         );
         log.record_snapshot(5, 1, b"state at 5".to_vec());
         log.record_snapshot(8, 1, b"state at 8".to_vec());
-        log.compact_to(7);
+        log.compact_to(7, u64::MAX);
         assert_eq!(log.first_index(), Ok(6));
         assert_eq!(log.term(5), Ok(1));
         assert_eq!(
@@ -262,6 +329,57 @@ mod tests {
                 .len(),
             5
         );
+    }
+
+    fn entry_of(index: u64, bytes: usize) -> Entry {
+        let mut entry = entry(index, 1);
+        entry.set_data(vec![7; bytes].into());
+        entry
+    }
+
+    #[test]
+    fn the_byte_budget_cuts_past_the_entry_count_to_a_later_snapshot() {
+        let mut log = genesis();
+        log.append((2..=9).map(|i| entry_of(i, 100)).collect());
+        assert_eq!(log.bytes(), 800);
+        log.record_snapshot(3, 1, b"at 3".to_vec());
+        log.record_snapshot(5, 1, b"at 5".to_vec());
+        log.record_snapshot(7, 1, b"at 7".to_vec());
+        log.compact_to(2, 1_000);
+        assert_eq!(
+            log.first_index(),
+            Ok(2),
+            "within budget and count: nothing cut"
+        );
+        log.compact_to(2, 450);
+        assert_eq!(
+            log.first_index(),
+            Ok(6),
+            "the first snapshot that leaves at most 450 bytes"
+        );
+        assert_eq!(log.bytes(), 400);
+        assert_eq!(log.bytes_after(7), 200);
+        log.append(vec![entry_of(10, 1_000)]);
+        assert_eq!(log.bytes(), 1_400);
+        log.compact_to(2, 0);
+        assert_eq!(
+            log.first_index(),
+            Ok(8),
+            "no later snapshot: the newest one is as far as it can cut"
+        );
+        assert_eq!(log.bytes(), 1_200);
+        assert_eq!(log.bytes_after(0), 1_200);
+        assert_eq!(log.bytes_after(99), 0);
+    }
+
+    #[test]
+    fn a_replaced_suffix_gives_back_its_bytes() {
+        let mut log = genesis();
+        log.append((2..=5).map(|i| entry_of(i, 10)).collect());
+        log.append(vec![entry_of(4, 1)]);
+        assert_eq!(log.bytes(), 21);
+        log.install_snapshot(log.snapshot(0, 0).unwrap());
+        assert_eq!(log.bytes(), 0);
     }
 
     #[test]
@@ -349,7 +467,7 @@ mod tests {
                     let got = log.entries(index + 1, index + 3, None, GetEntriesContext::empty(false));
                     prop_assert_eq!(got.map(|e| e.len()), Ok(2));
                     log.record_snapshot(index + 1, term, snapshot.get_data().to_vec());
-                    log.compact_to(index + 2);
+                    log.compact_to(index + 2, u64::MAX);
                     prop_assert_eq!(log.first_index(), Ok(index + 2));
                 }
             }

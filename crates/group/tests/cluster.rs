@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use base::{Nanos, NodeState, Seqno};
-use common::{address, assert_same_history, config, Cluster, TICK_NS};
+use common::{address, assert_same_history, config, Cluster, LOG_RETAIN_BYTES, TICK_NS};
 use group::{wire, Delivery, FlowTriggers, ReceiveError};
 
 #[test]
@@ -565,6 +565,39 @@ fn a_large_write_set_keeps_few_chunks_in_flight_and_small_ones_pass_it() {
         seqno_of(b"small of the origin") < large_at,
         "so did one of the large one's own origin"
     );
+}
+
+/// Forty entries of 16 KiB are ten times the test members' byte budget: every member keeps
+/// its log within it (and the slack of one snapshot interval's bytes), and orders the same.
+#[test]
+fn the_order_log_keeps_to_its_byte_budget() {
+    let mut cluster = Cluster::new(3);
+    cluster.run(10);
+    let mut most = 0;
+    for n in 0..200u32 {
+        let mut payload = vec![(n % 251) as u8; 16 << 10];
+        payload[..4].copy_from_slice(&n.to_le_bytes());
+        cluster.node(1 + n as usize % 2).submit(payload);
+        cluster.step();
+        for index in 0..3 {
+            most = most.max(cluster.node(index).status().log_bytes);
+        }
+    }
+    cluster.run(30);
+    assert!(
+        most <= 2 * LOG_RETAIN_BYTES,
+        "a member held {most} bytes of log for a budget of {LOG_RETAIN_BYTES}"
+    );
+    assert!(
+        most > LOG_RETAIN_BYTES / 2,
+        "the load never came near the budget: {most} bytes"
+    );
+    let ordered = cluster.delivered[0]
+        .iter()
+        .filter(|d| matches!(d, Delivery::WriteSet { payload, .. } if payload.len() == 16 << 10))
+        .count();
+    assert_eq!(ordered, 200);
+    assert_same_history(&cluster, &[0, 1, 2]);
 }
 
 #[test]

@@ -8,6 +8,7 @@ use rand::Rng;
 
 use super::delivery::{Delivery, Outgoing};
 use super::GroupNode;
+use crate::config;
 use crate::state::{Control, GroupState, LogEntry};
 use crate::wire;
 use crate::wire::WireMessage;
@@ -359,14 +360,20 @@ impl GroupNode {
 
     fn maybe_compact(&mut self) {
         let applied = self.raw.raft.raft_log.applied;
+        let store = self.raw.store();
+        let bytes_since_snapshot =
+            store.bytes_after(self.snapshots.last_index) - store.bytes_after(applied);
+        let snapshot_bytes = self.config.log_retain_bytes / config::SNAPSHOTS_PER_RETAINED_BYTES;
         if self.snapshots.due
             || applied >= self.snapshots.last_index + self.config.snapshot_interval_entries
+            || bytes_since_snapshot > snapshot_bytes
         {
             let term =
                 raft::Storage::term(self.raw.store(), applied).expect("applied is in the log");
             self.take_snapshot(applied, term);
         }
         let keep_from = applied.saturating_sub(self.config.log_retain_entries);
-        self.raw.mut_store().compact_to(keep_from);
+        let bytes_max = self.config.log_retain_bytes;
+        self.raw.mut_store().compact_to(keep_from, bytes_max);
     }
 }

@@ -111,6 +111,9 @@ pub struct GroupStatus {
     pub chunk_bytes_in_flight: usize,
     /// Raft log entries held in memory.
     pub log_entries: usize,
+    /// Payload bytes of those entries (bounded by `log_retain_bytes`, plus what came since
+    /// the last snapshot).
+    pub log_bytes: u64,
     /// What to save to come back as this member after a crash (in a component of two).
     pub saved_membership: Option<SavedMembership>,
     /// This member's ordered `pc.weight` once the quorum follows it (see
@@ -170,6 +173,7 @@ impl GroupNode {
             chunk_bytes_in_flight: self.submissions.chunk_bytes_in_flight(),
             stop_requested: self.flow.stop_wanted,
             log_entries: self.raw.store().len(),
+            log_bytes: self.raw.store().bytes(),
             saved_membership: self.saved_membership(),
             weight_in_force: self.weight_in_force(),
             member_rows: if self.member {

@@ -9,6 +9,9 @@ use group::{Contact, Delivery, GroupConfig, GroupNode, View};
 
 pub(crate) const TICK_NS: u64 = 10_000_000;
 
+/// The test members' `log_retain_bytes`: forty entries of a few KiB each are past it.
+pub(crate) const LOG_RETAIN_BYTES: u64 = 64 << 10;
+
 /// Rounds of message exchange one tick may take; more means messages breed messages.
 const ROUNDS_PER_STEP_MAX: usize = 1_000;
 
@@ -36,6 +39,7 @@ pub(crate) fn config() -> GroupConfig {
     config.apply_option("gcs.fc_limit", "4").unwrap();
     config.snapshot_interval_entries = 20;
     config.log_retain_entries = 40;
+    config.log_retain_bytes = LOG_RETAIN_BYTES;
     config
 }
 
