@@ -214,11 +214,29 @@ impl NodeEngine {
         }));
     }
 
+    /// The node's data is the group's up to its position (SYNCED, JOINED or DONOR), so it
+    /// can serve a state transfer.
+    pub fn holds_state(&self) -> bool {
+        matches!(
+            self.state,
+            NodeState::Synced | NodeState::Joined | NodeState::Donor
+        )
+    }
+
     /// The applier running [`Task::Donate`] is ready to start the server's side: the node
     /// goes DONOR (for a snapshot the driver first waited until everything up to the
-    /// request's position was committed).
-    pub fn donation_starts(&mut self) {
+    /// request's position was committed), and true is returned. False when the node lost
+    /// its state after the request was ordered (the order jumped past it and it is a joiner
+    /// itself): it has nothing consistent to send, so the joiner is told at once instead.
+    pub fn donation_starts(&mut self, request: &StateRequest) -> bool {
+        if !self.holds_state() {
+            base::mark!("engine.donor_that_fell_behind_refuses");
+            self.donating_to = None;
+            self.refuse_without_state(request);
+            return false;
+        }
         self.shift(NodeState::Donor);
+        true
     }
 
     /// The donor's server finished (or failed, `rcode` not 0) sending its snapshot of

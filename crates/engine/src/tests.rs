@@ -412,6 +412,40 @@ fn a_gap_in_the_log_is_caught_up_by_ist_at_once() {
     assert!(engine.joining().is_some_and(|j| j.appliers_behind));
 }
 
+/// Chosen as donor while synced, the node falls behind before its applier starts the
+/// snapshot: it refuses then, telling the joiner, and never goes DONOR from JOINER.
+#[test]
+fn a_donor_that_fell_behind_before_its_snapshot_started_refuses() {
+    let store = MemoryStateStore::default();
+    let mut engine = founder_with_one_write_set(&store);
+    deliver(&mut engine, ordered_request(3, Ok(1), Seqno(2)));
+    let donate = tasks(&mut engine)
+        .into_iter()
+        .find_map(|task| match task {
+            Task::Donate { request, .. } => Some(request),
+            _ => None,
+        })
+        .expect("a snapshot to serve");
+    engine.take_effects();
+    deliver(
+        &mut engine,
+        Delivery::StateGap {
+            last_delivered: Seqno(3),
+            resume_after: Seqno(9),
+        },
+    );
+    assert_eq!(engine.state(), NodeState::Joiner);
+    engine.take_effects();
+    assert!(
+        !engine.donation_starts(&donate),
+        "nothing consistent to send"
+    );
+    assert_eq!(engine.state(), NodeState::Joiner);
+    let refusal = transfer_sent(&mut engine).expect("the joiner is told");
+    assert_eq!(refusal.address, "node3/ist");
+    assert_eq!(refusal.header.outcome, Outcome::Refused);
+}
+
 #[test]
 fn a_readmitted_node_keeps_its_monitors_for_what_its_appliers_still_have() {
     let store = MemoryStateStore::default();

@@ -21,7 +21,8 @@ const COMMIT_POLL: Duration = Duration::from_millis(200);
 
 impl Replicator {
     /// Serves a joiner: once everything ordered before its request is committed, the node
-    /// goes DONOR and the server starts the snapshot; `sst_sent` ends it.
+    /// goes DONOR and the server starts the snapshot; `sst_sent` ends it. A node that fell
+    /// behind meanwhile refuses instead (`NodeEngine::donation_starts`).
     pub(crate) fn donate(
         &self,
         ctx: RecvContext,
@@ -32,12 +33,23 @@ impl Replicator {
         if bypass.is_none() {
             let monitors = self.monitors();
             while !monitors.apply.wait_left(wait_for, COMMIT_POLL) {
-                if lock(&self.shared.inner).engine.closing() {
+                let engine = &lock(&self.shared.inner).engine;
+                if engine.closing() {
                     return true;
+                }
+                if !engine.holds_state() {
+                    // Fell behind while waiting: `donation_starts` refuses at once rather
+                    // than after the node has caught up past the request's position.
+                    break;
                 }
             }
         }
-        self.shared.with_engine(|engine| engine.donation_starts());
+        if !self
+            .shared
+            .with_engine(|engine| engine.donation_starts(request))
+        {
+            return true;
+        }
         let (state, started) = match bypass {
             Some(joiner_position) => {
                 let started =

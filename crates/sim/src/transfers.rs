@@ -196,8 +196,9 @@ impl Simulation {
             under_pause: under_pause && bypass.is_none(),
             paused_at: None,
         };
-        process.engine.donation_starts();
-        process.donations.push(donation);
+        if process.engine.donation_starts(request) {
+            process.donations.push(donation);
+        }
         process.running.remove(&id);
         process.engine.task_done(true);
         Ok(true)
