@@ -12,6 +12,25 @@ use std::collections::VecDeque;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, StorageError};
 
+/// How far the byte budget may cut the log.
+#[derive(Clone, Copy, Debug)]
+pub struct ByteBudget {
+    /// The most payload the log keeps.
+    pub bytes_max: u64,
+    /// The budget never cuts past this index: on a leader, what the slowest live follower
+    /// has, so that a follower still taking in a large write-set is not sent a snapshot
+    /// (and a state transfer) for want of the entries it is being sent.
+    pub cut_limit: u64,
+}
+
+impl ByteBudget {
+    /// No byte budget: only the entry count cuts.
+    pub const NONE: ByteBudget = ByteBudget {
+        bytes_max: u64::MAX,
+        cut_limit: u64::MAX,
+    };
+}
+
 /// An in-memory Raft log with group-state snapshots.
 #[derive(Default)]
 pub struct OrderLog {
@@ -158,13 +177,14 @@ impl OrderLog {
     }
 
     /// Cuts the log at the newest recorded snapshot at or below `index`, or at a later
-    /// recorded snapshot if that is what it takes to keep at most `bytes_max` bytes.
-    pub fn compact_to(&mut self, index: u64, bytes_max: u64) {
+    /// recorded snapshot, up to `budget.cut_limit`, if that is what it takes to keep at most
+    /// `budget.bytes_max` bytes.
+    pub fn compact_to(&mut self, index: u64, budget: ByteBudget) {
         let mut cut = None;
         while let Some(next) = self.pending_snapshots.front() {
             let at = next.get_metadata().index;
-            let over_budget = self.bytes_after(self.cut_index(cut.as_ref())) > bytes_max;
-            if at > index && !over_budget {
+            let over_budget = self.bytes_after(self.cut_index(cut.as_ref())) > budget.bytes_max;
+            if at > index && !(over_budget && at <= budget.cut_limit) {
                 break;
             }
             cut = self.pending_snapshots.pop_front();
@@ -303,7 +323,7 @@ mod tests {
     fn compaction_cuts_at_a_recorded_snapshot_only() {
         let mut log = genesis();
         log.append((2..=10).map(|i| entry(i, 1)).collect());
-        log.compact_to(9, u64::MAX);
+        log.compact_to(9, ByteBudget::NONE);
         assert_eq!(
             log.first_index(),
             Ok(2),
@@ -311,7 +331,7 @@ mod tests {
         );
         log.record_snapshot(5, 1, b"state at 5".to_vec());
         log.record_snapshot(8, 1, b"state at 8".to_vec());
-        log.compact_to(7, u64::MAX);
+        log.compact_to(7, ByteBudget::NONE);
         assert_eq!(log.first_index(), Ok(6));
         assert_eq!(log.term(5), Ok(1));
         assert_eq!(
@@ -345,13 +365,13 @@ mod tests {
         log.record_snapshot(3, 1, b"at 3".to_vec());
         log.record_snapshot(5, 1, b"at 5".to_vec());
         log.record_snapshot(7, 1, b"at 7".to_vec());
-        log.compact_to(2, 1_000);
+        log.compact_to(2, budget(1_000));
         assert_eq!(
             log.first_index(),
             Ok(2),
             "within budget and count: nothing cut"
         );
-        log.compact_to(2, 450);
+        log.compact_to(2, budget(450));
         assert_eq!(
             log.first_index(),
             Ok(6),
@@ -361,7 +381,7 @@ mod tests {
         assert_eq!(log.bytes_after(7), 200);
         log.append(vec![entry_of(10, 1_000)]);
         assert_eq!(log.bytes(), 1_400);
-        log.compact_to(2, 0);
+        log.compact_to(2, budget(0));
         assert_eq!(
             log.first_index(),
             Ok(8),
@@ -370,6 +390,32 @@ mod tests {
         assert_eq!(log.bytes(), 1_200);
         assert_eq!(log.bytes_after(0), 1_200);
         assert_eq!(log.bytes_after(99), 0);
+    }
+
+    fn budget(bytes_max: u64) -> ByteBudget {
+        ByteBudget {
+            bytes_max,
+            cut_limit: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn the_byte_budget_does_not_cut_past_its_limit() {
+        let mut log = genesis();
+        log.append((2..=9).map(|i| entry_of(i, 100)).collect());
+        log.record_snapshot(3, 1, b"at 3".to_vec());
+        log.record_snapshot(5, 1, b"at 5".to_vec());
+        log.record_snapshot(7, 1, b"at 7".to_vec());
+        log.compact_to(
+            2,
+            ByteBudget {
+                bytes_max: 0,
+                cut_limit: 6,
+            },
+        );
+        assert_eq!(log.first_index(), Ok(6), "cut at 5, not at 7");
+        log.compact_to(7, budget(u64::MAX));
+        assert_eq!(log.first_index(), Ok(8), "the entry count cuts regardless");
     }
 
     #[test]
@@ -467,7 +513,7 @@ mod tests {
                     let got = log.entries(index + 1, index + 3, None, GetEntriesContext::empty(false));
                     prop_assert_eq!(got.map(|e| e.len()), Ok(2));
                     log.record_snapshot(index + 1, term, snapshot.get_data().to_vec());
-                    log.compact_to(index + 2, u64::MAX);
+                    log.compact_to(index + 2, ByteBudget::NONE);
                     prop_assert_eq!(log.first_index(), Ok(index + 2));
                 }
             }

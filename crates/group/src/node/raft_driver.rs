@@ -9,6 +9,7 @@ use rand::Rng;
 use super::delivery::{Delivery, Outgoing};
 use super::GroupNode;
 use crate::config;
+use crate::log::ByteBudget;
 use crate::state::{Control, GroupState, LogEntry};
 use crate::wire;
 use crate::wire::WireMessage;
@@ -373,7 +374,26 @@ impl GroupNode {
             self.take_snapshot(applied, term);
         }
         let keep_from = applied.saturating_sub(self.config.log_retain_entries);
-        let bytes_max = self.config.log_retain_bytes;
-        self.raw.mut_store().compact_to(keep_from, bytes_max);
+        let budget = ByteBudget {
+            bytes_max: self.config.log_retain_bytes,
+            cut_limit: self.slowest_live_follower().unwrap_or(applied),
+        };
+        self.raw.mut_store().compact_to(keep_from, budget);
+    }
+
+    /// On a leader, the least any follower it heard from lately has of the log: the entries
+    /// after it are still being sent.
+    fn slowest_live_follower(&self) -> Option<u64> {
+        if !self.is_leader() {
+            return None;
+        }
+        let me = self.me.raft_id;
+        self.raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, progress)| **id != me && progress.recent_active)
+            .map(|(_, progress)| progress.matched)
+            .min()
     }
 }
