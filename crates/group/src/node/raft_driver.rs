@@ -362,8 +362,11 @@ impl GroupNode {
     fn maybe_compact(&mut self) {
         let applied = self.raw.raft.raft_log.applied;
         let store = self.raw.store();
-        let bytes_since_snapshot =
-            store.bytes_after(self.snapshots.last_index) - store.bytes_after(applied);
+        // Saturating: a snapshot installed from the leader can sit past what this member
+        // has applied until raft-rs catches `applied` up to it.
+        let bytes_since_snapshot = store
+            .bytes_after(self.snapshots.last_index)
+            .saturating_sub(store.bytes_after(applied));
         let snapshot_bytes = self.config.log_retain_bytes / config::SNAPSHOTS_PER_RETAINED_BYTES;
         if self.snapshots.due
             || applied >= self.snapshots.last_index + self.config.snapshot_interval_entries
