@@ -357,14 +357,20 @@ mod tests {
         entry
     }
 
-    #[test]
-    fn the_byte_budget_cuts_past_the_entry_count_to_a_later_snapshot() {
+    /// Entries 2..=9 of 100 bytes each, with snapshots recorded at 3, 5 and 7.
+    fn eight_entries_and_three_snapshots() -> OrderLog {
         let mut log = genesis();
         log.append((2..=9).map(|i| entry_of(i, 100)).collect());
-        assert_eq!(log.bytes(), 800);
         log.record_snapshot(3, 1, b"at 3".to_vec());
         log.record_snapshot(5, 1, b"at 5".to_vec());
         log.record_snapshot(7, 1, b"at 7".to_vec());
+        log
+    }
+
+    #[test]
+    fn the_byte_budget_cuts_past_the_entry_count_to_a_later_snapshot() {
+        let mut log = eight_entries_and_three_snapshots();
+        assert_eq!(log.bytes(), 800);
         log.compact_to(2, budget(1_000));
         assert_eq!(
             log.first_index(),
@@ -401,11 +407,7 @@ mod tests {
 
     #[test]
     fn the_byte_budget_does_not_cut_past_its_limit() {
-        let mut log = genesis();
-        log.append((2..=9).map(|i| entry_of(i, 100)).collect());
-        log.record_snapshot(3, 1, b"at 3".to_vec());
-        log.record_snapshot(5, 1, b"at 5".to_vec());
-        log.record_snapshot(7, 1, b"at 7".to_vec());
+        let mut log = eight_entries_and_three_snapshots();
         log.compact_to(
             2,
             ByteBudget {
