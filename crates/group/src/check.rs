@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 
 use protobuf::Message as _;
 use raft::eraftpb::{
-    ConfChangeTransition, ConfChangeType, ConfChangeV2, Entry, EntryType, Message, MessageType,
-    Snapshot,
+    ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState, Entry,
+    EntryType, Message, MessageType, Snapshot,
 };
 use raft::{Raft, StateRole};
 
@@ -303,15 +303,21 @@ fn check_entry(entry: &Entry) -> Result<(), RaftRefusal> {
     })
 }
 
-/// A membership change as Trireme proposes it: one node added, or made a voter or a
-/// learner (with its identity, see `crate::weights`), or removed; never a joint change.
+/// A membership change as Trireme proposes it: one node added (a new member, as a voter or
+/// a learner, with its identity), or removed; the roles of members moved together by their
+/// weights, through a joint configuration (see `crate::weights`); or the end of that joint
+/// configuration, which raft-rs proposes by itself.
 #[derive(Debug)]
 pub(crate) enum MemberChange {
-    /// A node made a voter or a learner, and who it is: a new member, or a member whose
-    /// role the weights change.
+    /// A node made a voter or a learner, and who it is.
     Add(MemberInfo),
     /// The Raft id of a member to remove.
     Remove(u64),
+    /// Members made voters or learners at once (Raft ids), entering a joint configuration
+    /// that raft-rs leaves automatically.
+    Roles(Vec<u64>),
+    /// The automatic end of a joint configuration.
+    LeaveJoint,
 }
 
 /// Decodes a conf change entry into what raft-rs applies and what Trireme does with it; an
@@ -321,27 +327,34 @@ pub(crate) fn decode_conf_change(entry: &Entry) -> Result<(ConfChangeV2, MemberC
     change
         .merge_from_bytes(&entry.data)
         .map_err(|e| format!("conf change does not decode: {e}"))?;
-    // Anything but one change with the automatic transition is a joint change (or leaving
-    // one), which raft-rs refuses outside (inside) a joint configuration.
-    let [single] = change.get_changes() else {
-        return Err(format!(
-            "a joint conf change ({} changes)",
-            change.get_changes().len()
-        ));
+    // A member added or removed is one plain change; roles that the weights move go through
+    // a joint configuration, entered with the implicit transition and left automatically by
+    // an empty change. The explicit transition would leave the joint configuration to
+    // Trireme, which never proposes that.
+    let member_change = match (change.get_transition(), change.get_changes()) {
+        (ConfChangeTransition::Auto, []) => MemberChange::LeaveJoint,
+        (ConfChangeTransition::Auto, [single]) => decode_single_change(single, &entry.context)?,
+        (ConfChangeTransition::Implicit, roles @ [_, ..]) => {
+            MemberChange::Roles(decode_role_changes(roles, &entry.context)?)
+        }
+        (transition, changes) => {
+            return Err(format!(
+                "a conf change Trireme never proposes: {} changes, {transition:?} transition",
+                changes.len()
+            ))
+        }
     };
-    if change.get_transition() != ConfChangeTransition::Auto {
-        return Err(format!(
-            "a joint conf change ({:?})",
-            change.get_transition()
-        ));
-    }
+    Ok((change, member_change))
+}
+
+/// One node added with its identity, or removed.
+fn decode_single_change(single: &ConfChangeSingle, context: &[u8]) -> Result<MemberChange, String> {
     if single.node_id == 0 {
         return Err("a conf change of node 0".into());
     }
-    let change_type = single.get_change_type();
-    let member_change = match change_type {
+    match single.get_change_type() {
         ConfChangeType::AddNode | ConfChangeType::AddLearnerNode => {
-            let info: MemberInfo = wire::bincode_decode(&entry.context)
+            let info: MemberInfo = wire::bincode_decode(context)
                 .map_err(|e| format!("an added node without its identity: {e}"))?;
             if info.raft_id != single.node_id {
                 return Err(format!(
@@ -349,17 +362,43 @@ pub(crate) fn decode_conf_change(entry: &Entry) -> Result<(ConfChangeV2, MemberC
                     single.node_id, info.raft_id
                 ));
             }
-            MemberChange::Add(info)
+            Ok(MemberChange::Add(info))
         }
-        ConfChangeType::RemoveNode => MemberChange::Remove(single.node_id),
-    };
-    Ok((change, member_change))
+        ConfChangeType::RemoveNode => Ok(MemberChange::Remove(single.node_id)),
+    }
+}
+
+/// Distinct nodes made voters or learners, with no identity (they are members already: the
+/// member applying it checks that): the Raft ids.
+fn decode_role_changes(roles: &[ConfChangeSingle], context: &[u8]) -> Result<Vec<u64>, String> {
+    if !context.is_empty() {
+        return Err("a change of roles with a context".into());
+    }
+    let mut ids = BTreeSet::new();
+    for single in roles {
+        if single.get_change_type() == ConfChangeType::RemoveNode {
+            return Err(format!(
+                "a change of roles that removes node {}",
+                single.node_id
+            ));
+        }
+        if single.node_id == 0 {
+            return Err("a change of roles of node 0".into());
+        }
+        if !ids.insert(single.node_id) {
+            return Err(format!(
+                "a change of roles naming node {} twice",
+                single.node_id
+            ));
+        }
+    }
+    Ok(ids.into_iter().collect())
 }
 
 /// A snapshot raft-rs can restore and Trireme can install: a position in
-/// `[1, SNAPSHOT_INDEX_MAX]` of a term no newer than the message's, a plain configuration of
-/// distinct voters and learners (raft-rs panics on a configuration it cannot restore
-/// exactly), and a consistent group state listing exactly those nodes.
+/// `[1, SNAPSHOT_INDEX_MAX]` of a term no newer than the message's, a configuration raft-rs
+/// restores exactly (it panics on one it cannot, see [`conf_state_restores`]), and a
+/// consistent group state listing exactly its nodes.
 pub(crate) fn check_snapshot(snapshot: &Snapshot, message_term: u64) -> Result<(), RaftRefusal> {
     let bad = |reason: String| Err(RaftRefusal::BadSnapshot(reason));
     let metadata = snapshot.get_metadata();
@@ -371,17 +410,16 @@ pub(crate) fn check_snapshot(snapshot: &Snapshot, message_term: u64) -> Result<(
         ));
     }
     let conf = metadata.get_conf_state();
-    let voters: BTreeSet<u64> = conf.voters.iter().copied().collect();
-    let learners: BTreeSet<u64> = conf.learners.iter().copied().collect();
-    let plain =
-        conf.voters_outgoing.is_empty() && conf.learners_next.is_empty() && !conf.auto_leave;
-    let distinct = voters.len() == conf.voters.len()
-        && learners.len() == conf.learners.len()
-        && voters.is_disjoint(&learners);
-    if !plain || voters.is_empty() || !distinct || voters.contains(&0) || learners.contains(&0) {
-        return bad(format!("configuration {conf:?}"));
+    if let Err(reason) = conf_state_restores(conf) {
+        return bad(format!("configuration {conf:?}: {reason}"));
     }
-    let nodes: BTreeSet<u64> = voters.union(&learners).copied().collect();
+    let nodes: BTreeSet<u64> = conf
+        .voters
+        .iter()
+        .chain(&conf.learners)
+        .chain(&conf.voters_outgoing)
+        .copied()
+        .collect();
     let state = match GroupState::decode(snapshot.get_data()) {
         Ok(state) => state,
         Err(error) => return bad(format!("group state: {error}")),
@@ -391,9 +429,49 @@ pub(crate) fn check_snapshot(snapshot: &Snapshot, message_term: u64) -> Result<(
     }
     if !state.members.keys().copied().eq(nodes.iter().copied()) {
         return bad(format!(
-            "members {:?} are not the voters {voters:?} and learners {learners:?}",
+            "members {:?} are not the nodes {nodes:?} of the configuration",
             state.members.keys().collect::<Vec<_>>()
         ));
+    }
+    Ok(())
+}
+
+/// Whether raft-rs restores `conf` exactly: at least one voter, and every list of distinct
+/// nodes other than 0. A learner is no voter, incoming or outgoing. A joint configuration
+/// (outgoing voters) is one Trireme enters, left automatically; its learners to be
+/// (`learners_next`) are outgoing voters only. A plain one has neither.
+fn conf_state_restores(conf: &ConfState) -> Result<(), String> {
+    let set = |ids: &[u64], what: &str| {
+        let set: BTreeSet<u64> = ids.iter().copied().collect();
+        if set.len() != ids.len() || set.contains(&0) {
+            return Err(format!("{what} repeat a node or name node 0"));
+        }
+        Ok(set)
+    };
+    let voters = set(&conf.voters, "voters")?;
+    let learners = set(&conf.learners, "learners")?;
+    let outgoing = set(&conf.voters_outgoing, "outgoing voters")?;
+    let learners_next = set(&conf.learners_next, "learners to be")?;
+    if voters.is_empty() {
+        return Err("no voter".into());
+    }
+    if !learners.is_disjoint(&voters) || !learners.is_disjoint(&outgoing) {
+        return Err("a learner is also a voter".into());
+    }
+    if outgoing.is_empty() {
+        if !learners_next.is_empty() || conf.auto_leave {
+            return Err("a plain configuration with parts of a joint one".into());
+        }
+        return Ok(());
+    }
+    if !conf.auto_leave {
+        return Err("a joint configuration not left automatically".into());
+    }
+    if !learners_next.is_subset(&outgoing)
+        || !learners_next.is_disjoint(&voters)
+        || !learners_next.is_disjoint(&learners)
+    {
+        return Err("a learner to be that is not only an outgoing voter".into());
     }
     Ok(())
 }
@@ -449,7 +527,8 @@ mod tests {
     use base::Uuid;
     use proptest::prelude::*;
     use proptest::sample::Index;
-    use raft::eraftpb::ConfChangeSingle;
+    use raft::storage::MemStorage;
+    use raft::Config;
 
     /// Cases: a case decodes an entry of a few dozen bytes, a few microseconds.
     const FUZZ_CASES: u32 = 100_000;
@@ -484,31 +563,149 @@ mod tests {
         assert!(decode_conf_change(&conf_entry(ConfChangeType::RemoveNode, 5)).is_ok());
         // A learner: a member the weights do not count (`crate::weights`).
         assert!(decode_conf_change(&conf_entry(ConfChangeType::AddLearnerNode, 5)).is_ok());
-        let mut joint = conf_entry(ConfChangeType::RemoveNode, 5);
-        joint.data = ConfChangeV2::default().write_to_bytes().unwrap().into();
-        assert!(decode_conf_change(&joint).is_err_and(|e| e.contains("joint")));
         let mut twin = conf_entry(ConfChangeType::AddNode, 5);
         twin.context = conf_entry(ConfChangeType::AddNode, 6).context;
         assert!(decode_conf_change(&twin).is_err());
     }
 
+    fn roles_entry(transition: ConfChangeTransition, changes: &[(ConfChangeType, u64)]) -> Entry {
+        let mut change = ConfChangeV2::default();
+        change.set_transition(transition);
+        for (change_type, node_id) in changes {
+            let mut single = ConfChangeSingle::default();
+            single.set_change_type(*change_type);
+            single.node_id = *node_id;
+            change.mut_changes().push(single);
+        }
+        let mut entry = conf_entry(ConfChangeType::RemoveNode, 5);
+        entry.data = change.write_to_bytes().unwrap().into();
+        entry
+    }
+
+    fn raft_of(conf: ConfState) -> raft::Result<Raft<MemStorage>> {
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        Raft::new(
+            &Config::new(1),
+            MemStorage::new_with_conf_state(conf),
+            &logger,
+        )
+    }
+
+    /// Roles go through a joint configuration: entered with the implicit transition, left by
+    /// an empty change; anything else with several changes, or the explicit transition, is
+    /// not Trireme's.
+    #[test]
+    fn a_change_of_roles_is_joint_and_left_automatically() {
+        use ConfChangeTransition::{Auto, Explicit, Implicit};
+        use ConfChangeType::{AddLearnerNode as Learner, AddNode as Voter, RemoveNode as Remove};
+        let roles =
+            |transition, changes: &[_]| decode_conf_change(&roles_entry(transition, changes));
+        assert!(matches!(
+            roles(Implicit, &[(Learner, 6), (Learner, 5)]),
+            Ok((_, MemberChange::Roles(ids))) if ids == [5, 6]
+        ));
+        assert!(matches!(
+            roles(Implicit, &[(Voter, 5)]),
+            Ok((_, MemberChange::Roles(ids))) if ids == [5]
+        ));
+        assert!(matches!(
+            roles(Auto, &[]),
+            Ok((_, MemberChange::LeaveJoint))
+        ));
+        for refused in [
+            roles(Explicit, &[(Voter, 5), (Learner, 6)]),
+            roles(Auto, &[(Voter, 5), (Voter, 6)]),
+            roles(Implicit, &[]),
+            roles(Implicit, &[(Remove, 5), (Voter, 6)]),
+            roles(Implicit, &[(Voter, 5), (Learner, 5)]),
+            roles(Implicit, &[(Voter, 0)]),
+        ] {
+            assert!(refused.is_err(), "{refused:?}");
+        }
+        let mut with_context = roles_entry(Implicit, &[(Voter, 5)]);
+        with_context.context = vec![1].into();
+        assert!(decode_conf_change(&with_context).is_err());
+    }
+
+    /// Three voters to one in a single change: raft-rs enters the joint configuration, which
+    /// a snapshot may carry, and the empty change leaves it with the two as learners.
+    #[test]
+    fn three_voters_become_one_through_a_joint_configuration_a_snapshot_can_carry() {
+        use ConfChangeType::AddLearnerNode as Learner;
+        let mut raft = raft_of(ConfState::from((vec![1, 2, 3], vec![]))).unwrap();
+        let demote = roles_entry(
+            ConfChangeTransition::Implicit,
+            &[(Learner, 2), (Learner, 3)],
+        );
+        let (change, _) = decode_conf_change(&demote).unwrap();
+        let mut joint = raft.apply_conf_change(&change).unwrap();
+        joint.voters_outgoing.sort_unstable();
+        joint.learners_next.sort_unstable();
+        assert_eq!(joint.voters, [1]);
+        assert_eq!(joint.voters_outgoing, [1, 2, 3]);
+        assert_eq!(joint.learners_next, [2, 3]);
+        assert!(joint.auto_leave);
+        assert_eq!(conf_state_restores(&joint), Ok(()));
+        assert!(raft_of(joint.clone()).is_ok());
+        let (leave, _) = decode_conf_change(&roles_entry(ConfChangeTransition::Auto, &[])).unwrap();
+        let mut plain = raft.apply_conf_change(&leave).unwrap();
+        plain.learners.sort_unstable();
+        assert_eq!(
+            (plain.voters.as_slice(), plain.learners.as_slice()),
+            ([1].as_slice(), [2, 3].as_slice())
+        );
+        assert_eq!(conf_state_restores(&plain), Ok(()));
+        let mut stuck = joint;
+        stuck.auto_leave = false;
+        assert!(conf_state_restores(&stuck).is_err());
+    }
+
+    fn some_ids() -> impl Strategy<Value = Vec<u64>> {
+        proptest::collection::vec(0u64..6, 0..4)
+    }
+
     proptest! {
         #![proptest_config(fuzzing::config(FUZZ_CASES))]
 
+        /// Configurations of a few nodes, plain and joint, well formed or not: one the check
+        /// lets through, raft-rs restores exactly (a mismatch would panic inside it).
+        #[test]
+        fn fuzz_conf_state_restores(
+            voters in some_ids(),
+            learners in some_ids(),
+            voters_outgoing in some_ids(),
+            learners_next in some_ids(),
+            auto_leave in any::<bool>(),
+        ) {
+            let mut conf = ConfState::from((voters, learners));
+            conf.voters_outgoing = voters_outgoing;
+            conf.learners_next = learners_next;
+            conf.auto_leave = auto_leave;
+            if conf_state_restores(&conf).is_ok() {
+                prop_assert!(raft_of(conf).is_ok());
+            }
+        }
+
         /// Arbitrary and mangled conf change entries: decoding never panics, and what
-        /// decodes is one plain change raft-rs applies, with the identity of the node it adds.
+        /// decodes is a change Trireme proposes: one plain change, with the identity of the
+        /// node it adds; distinct members' roles, entering a joint configuration; or its leave.
         #[test]
         fn fuzz_conf_change_decode(
-            change_type in prop_oneof![
-                Just(ConfChangeType::AddNode),
-                Just(ConfChangeType::RemoveNode),
-                Just(ConfChangeType::AddLearnerNode),
+            original in prop_oneof![
+                Just(conf_entry(ConfChangeType::AddNode, 5)),
+                Just(conf_entry(ConfChangeType::RemoveNode, 5)),
+                Just(conf_entry(ConfChangeType::AddLearnerNode, 5)),
+                Just(roles_entry(ConfChangeTransition::Implicit, &[
+                    (ConfChangeType::AddLearnerNode, 5),
+                    (ConfChangeType::AddNode, 6),
+                ])),
+                Just(roles_entry(ConfChangeTransition::Auto, &[])),
             ],
             in_data in any::<bool>(),
             edits in proptest::collection::vec(fuzzing::overwrite(), 0..4),
             cut in proptest::option::of(any::<Index>()),
         ) {
-            let mut entry = conf_entry(change_type, 5);
+            let mut entry = original;
             let mut bytes = if in_data { entry.data.to_vec() } else { entry.context.to_vec() };
             fuzzing::apply(&mut bytes, &edits);
             if let Some(at) = cut {
@@ -522,11 +719,24 @@ mod tests {
             let checked = check_entry(&entry);
             if let Ok((change, member_change)) = decode_conf_change(&entry) {
                 prop_assert_eq!(checked, Ok(()));
-                prop_assert_eq!(change.get_changes().len(), 1);
-                let node_id = change.get_changes()[0].node_id;
+                let changes = change.get_changes();
+                let named: BTreeSet<u64> = changes.iter().map(|c| c.node_id).collect();
+                let implicit = change.get_transition() == ConfChangeTransition::Implicit;
                 match member_change {
-                    MemberChange::Add(info) => prop_assert_eq!(info.raft_id, node_id),
-                    MemberChange::Remove(id) => prop_assert_eq!(id, node_id),
+                    MemberChange::Add(info) => {
+                        prop_assert!(changes.len() == 1 && !implicit);
+                        prop_assert_eq!(info.raft_id, changes[0].node_id);
+                    }
+                    MemberChange::Remove(id) => {
+                        prop_assert!(changes.len() == 1 && !implicit);
+                        prop_assert_eq!(id, changes[0].node_id);
+                    }
+                    MemberChange::Roles(ids) => {
+                        prop_assert!(implicit && !ids.is_empty() && !named.contains(&0));
+                        prop_assert!(ids.iter().copied().eq(named.iter().copied()));
+                        prop_assert_eq!(ids.len(), changes.len());
+                    }
+                    MemberChange::LeaveJoint => prop_assert!(changes.is_empty() && !implicit),
                 }
             } else {
                 prop_assert!(checked.is_err());

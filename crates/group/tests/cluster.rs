@@ -181,6 +181,47 @@ fn a_silent_member_is_evicted_after_the_suspect_timeout() {
     assert_same_history(&cluster, &[0, 1]);
 }
 
+/// The two holders of the data fall silent together, while the members that lead are all
+/// still waiting for a state transfer: one holder is evicted, the other kept, so that the
+/// component keeps a donor to wait for. (Evicting both in one pass left a component of
+/// joiners only, and the holders, rejoining, joiners too.)
+#[test]
+fn of_holders_silent_together_the_last_one_is_never_evicted() {
+    let mut cluster = Cluster::new(5);
+    assert!(cluster.node(0).is_leader());
+    cluster.node(0).set_local_state(NodeState::Joiner);
+    for holder in [1, 2] {
+        cluster.node(holder).set_local_state(NodeState::Synced);
+    }
+    cluster.run(20);
+    cluster.isolated.extend([1, 2]);
+    cluster.run_until(
+        |c| {
+            c.last_view(0)
+                .is_some_and(|v| v.primary && v.members.len() == 4)
+        },
+        400,
+    );
+    cluster.run(400);
+    let view = cluster.last_view(0).unwrap().clone();
+    assert_eq!(view.members.len(), 4);
+    let kept: Vec<usize> = [1, 2]
+        .into_iter()
+        .filter(|&holder| {
+            let uuid = cluster.node(holder).me().uuid;
+            view.members.iter().any(|m| m.uuid == uuid)
+        })
+        .collect();
+    assert_eq!(kept.len(), 1, "exactly one holder stays a member: {view:?}");
+    // The holder kept comes back as the member it was, and goes on from the log.
+    cluster.isolated.clear();
+    let payload = b"after the holders return";
+    let digest = format!("ws:{:?}", &payload[..]);
+    cluster.node(0).submit(payload.to_vec());
+    cluster.run_until(|c| c.ordered(kept[0]).values().any(|v| *v == digest), 600);
+    assert_same_history(&cluster, &[0, 3, 4, kept[0]]);
+}
+
 #[test]
 fn graceful_leaves_shrink_three_to_one() {
     let mut cluster = Cluster::new(3);

@@ -192,3 +192,35 @@ fn the_member_the_others_depend_on_hands_its_vote_over_before_it_leaves() {
     cluster.run_until(|c| ordered_on(c, 1, b"after it left"), 100);
     assert_eq!(weight_seen(&mut cluster, 1), 2);
 }
+
+/// A member that comes to outweigh the other two while one of them is down: the voters move
+/// from three to that one member in a single joint change, which it and the live voter
+/// commit. One change at a time, the move stopped halfway whenever the live voter was demoted
+/// first, leaving two voters of which one was down. Both of the others are tried as the one
+/// down.
+#[test]
+fn the_voters_move_to_a_heavier_member_while_another_is_down() {
+    for down_rank in 0..2 {
+        let mut cluster = synced_cluster(3);
+        let heavy = (0..3).find(|&i| cluster.node(i).is_leader()).unwrap();
+        let heavy_id = cluster.node(heavy).me().raft_id;
+        let down = (0..3).filter(|&i| i != heavy).nth(down_rank).unwrap();
+        let live = 3 - heavy - down;
+        cluster.nodes[down] = None;
+        set_weight(&mut cluster, heavy, 3);
+        cluster.run_until(
+            |c| c.nodes[heavy].as_ref().unwrap().voters() == [heavy_id],
+            300,
+        );
+        cluster.run_until(
+            |c| c.nodes[heavy].as_ref().unwrap().status().weight_in_force == Some(3),
+            100,
+        );
+        cluster.node(heavy).submit(b"voted by one".to_vec());
+        cluster.run_until(|c| ordered_on(c, live, b"voted by one"), 100);
+        // The member now counts alone: cut off from the live one, it still orders.
+        cluster.isolated.insert(heavy);
+        cluster.node(heavy).submit(b"alone".to_vec());
+        cluster.run_until(|c| ordered_on(c, heavy, b"alone"), 300);
+    }
+}

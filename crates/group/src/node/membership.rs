@@ -1,5 +1,6 @@
 //! Membership changes, one at a time: members added and removed through Raft, a clean
-//! leave, and the eviction of members silent for too long.
+//! leave, and the eviction of members silent for too long. (Roles that the weights move
+//! change together, through a joint configuration: `weights.rs`.)
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -65,6 +66,7 @@ impl GroupNode {
     pub(super) fn apply_conf_change(&mut self, entry: &Entry) -> bool {
         let learners_before = self.raw.store().conf_state().learners.clone();
         let applied = check::decode_conf_change(entry).and_then(|(change, member_change)| {
+            self.check_roles(&member_change)?;
             let conf_state = self
                 .raw
                 .apply_conf_change(&change)
@@ -81,8 +83,11 @@ impl GroupNode {
         self.raw.mut_store().set_conf_state(conf_state);
         let mut decisions = Vec::new();
         let (added_me, removed_me) = match member_change {
-            // A member that becomes a voter or a learner: the weights moved the quorum, the
-            // membership is the same, so there is no new view.
+            // Members that become voters or learners (or the joint configuration that made
+            // them so, left): the weights moved the quorum, the membership is the same, so
+            // there is no new view. A member added again (no leader proposes that) changes
+            // nothing either.
+            MemberChange::Roles(_) | MemberChange::LeaveJoint => return true,
             MemberChange::Add(info) if self.state.members.contains_key(&info.raft_id) => {
                 return true;
             }
@@ -123,6 +128,20 @@ impl GroupNode {
             self.lose_membership();
         }
         true
+    }
+
+    /// A change of roles names members only: a node becomes a voter or a learner without
+    /// its identity only once it was added with it.
+    fn check_roles(&self, change: &MemberChange) -> Result<(), String> {
+        let MemberChange::Roles(ids) = change else {
+            return Ok(());
+        };
+        match ids.iter().find(|id| !self.state.members.contains_key(id)) {
+            Some(stranger) => Err(format!(
+                "a change of roles of node {stranger}, not a member"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Adds a member to the group state.
@@ -348,22 +367,35 @@ impl GroupNode {
         self.lift_silent_flow_stops();
         let suspect_ticks = self.config.suspect_ticks();
         let tick = self.tick;
-        let mut silent = Vec::new();
-        for id in self
+        // Removals already queued count as done: several holders of the data that fall
+        // silent at once are each evicted only while another holder stays.
+        let mut evicted: BTreeSet<u64> = self
+            .roster
+            .conf_queue
+            .iter()
+            .filter_map(|op| match op {
+                ConfOp::Remove(id) => Some(*id),
+                ConfOp::Add(_) => None,
+            })
+            .collect();
+        let others: Vec<u64> = self
             .state
             .members
             .keys()
             .copied()
             .filter(|id| *id != self.me.raft_id)
-        {
+            .collect();
+        for id in others {
             // A member the leader has no record of (just added) starts its clock now.
             let heard = *self.roster.last_heard.entry(id).or_insert(tick);
-            if tick.saturating_sub(heard) > suspect_ticks && self.others_hold_state(id) {
-                silent.push(id);
+            if tick.saturating_sub(heard) <= suspect_ticks || evicted.contains(&id) {
+                continue;
             }
-        }
-        for id in silent {
-            if self.queue_removal(id) {
+            evicted.insert(id);
+            if !self.holders_remain_without(&evicted) {
+                base::mark!("group.last_holder_of_the_data_kept_though_silent");
+                evicted.remove(&id);
+            } else if self.queue_removal(id) {
                 base::mark!("group.silent_member_evicted");
                 tracing::info!(
                     member = id,
@@ -386,9 +418,17 @@ impl GroupNode {
         !queued
     }
 
-    pub(super) fn propose_conf_change(&mut self) {
+    /// Whether a membership change is on its way: proposed and not applied, or a joint
+    /// configuration not left yet. raft-rs turns a change proposed meanwhile into an empty
+    /// entry, so it would be lost.
+    pub(super) fn conf_change_in_flight(&self) -> bool {
         let raft = &self.raw.raft;
-        if raft.pending_conf_index > raft.raft_log.applied {
+        raft.pending_conf_index > raft.raft_log.applied
+            || !self.raw.store().conf_state().voters_outgoing.is_empty()
+    }
+
+    pub(super) fn propose_conf_change(&mut self) {
+        if self.conf_change_in_flight() {
             return;
         }
         while let Some(op) = self.roster.conf_queue.pop_front() {

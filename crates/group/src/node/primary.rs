@@ -1,6 +1,8 @@
 //! Views and the primary component: when this member is in it, when it continues alone
 //! (a component of two), and the views it delivers.
 
+use std::collections::BTreeSet;
+
 use base::{NodeState, Seqno};
 
 use super::delivery::{Delivery, View, ViewMember};
@@ -282,13 +284,13 @@ impl GroupNode {
         }
     }
 
-    /// True if a member other than `id` holds the database state. The last such member is
+    /// True if a member outside `evicted` holds the database state. The last such member is
     /// never evicted: members still waiting for a state transfer would be left with no
     /// donor, and the cluster's data with no holder. It stays a member, and catches up from
     /// the log once it is heard from again.
-    pub(super) fn others_hold_state(&self, id: u64) -> bool {
-        self.state.members.iter().any(|(other, record)| {
-            *other != id
+    pub(super) fn holders_remain_without(&self, evicted: &BTreeSet<u64>) -> bool {
+        self.state.members.iter().any(|(id, record)| {
+            !evicted.contains(id)
                 && matches!(
                     record.state,
                     NodeState::Synced | NodeState::Joined | NodeState::Donor

@@ -249,7 +249,9 @@ impl GroupNode {
             });
         }
         let conf = self.raw.store().conf_state();
-        let in_conf = conf.voters.contains(&from) || conf.learners.contains(&from);
+        let in_conf = [&conf.voters, &conf.learners, &conf.voters_outgoing]
+            .iter()
+            .any(|ids| ids.contains(&from));
         // A node that is not a member yet takes Raft traffic from anyone: that is how the
         // leader brings it in. A member only listens to the current configuration.
         if self.member && !in_conf && !self.state.members.contains_key(&from) {

@@ -160,7 +160,9 @@ impl GroupNode {
     /// primary component of two voters.
     pub fn saved_membership(&self) -> Option<SavedMembership> {
         let conf = self.raw.store().conf_state();
-        let two = conf.voters.len() == restart::COME_BACK_VOTERS && conf.learners.is_empty();
+        let two = conf.voters.len() == restart::COME_BACK_VOTERS
+            && conf.learners.is_empty()
+            && conf.voters_outgoing.is_empty();
         if !self.member || !self.primary || !two || !conf.voters.contains(&self.me.raft_id) {
             return None;
         }

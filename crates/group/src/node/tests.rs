@@ -3,7 +3,8 @@
 use base::{seeded_rng, Uuid};
 use protobuf::Message as _;
 use raft::eraftpb::{
-    ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType, Message, MessageType,
+    ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, Entry, EntryType,
+    Message, MessageType,
 };
 
 use super::admission::{JOINS_QUEUED_MAX, KNOWN_ADDRESSES_MAX, WELCOME_MEMBERS_MAX};
@@ -88,6 +89,37 @@ fn ordered_entries_the_group_cannot_apply_are_skipped_without_a_panic() {
     assert_eq!(node.state, before, "nothing was applied");
     assert_eq!(node.raw.raft.prs().conf().voters().ids().len(), 1);
     assert!(node.member && !node.closed);
+}
+
+/// A joint configuration that raft-rs did not leave by itself (its leader changed between
+/// entering it and applying it): the leader leaves it, and a member's removal waits until
+/// then, for raft-rs would turn it into an empty entry.
+#[test]
+fn a_leader_leaves_a_joint_configuration_no_one_is_leaving() {
+    let mut node = founder();
+    node.poll(Nanos(1));
+    assert!(node.is_leader());
+    let me = node.me.raft_id;
+    let mut single = ConfChangeSingle::default();
+    single.set_change_type(ConfChangeType::AddNode);
+    single.node_id = me;
+    let mut change = ConfChangeV2::default();
+    change.set_transition(ConfChangeTransition::Implicit);
+    change.mut_changes().push(single);
+    let joint = node.raw.raft.apply_conf_change(&change).unwrap();
+    assert_eq!(joint.voters_outgoing, [me]);
+    node.raw.mut_store().set_conf_state(joint);
+    node.roster.conf_queue.push_back(ConfOp::Remove(77));
+    assert!(node.conf_change_in_flight());
+    let tick = node.config.tick_interval_ns;
+    for step in 2..20 {
+        node.poll(Nanos(step * tick));
+    }
+    let conf = node.raw.store().conf_state();
+    assert!(conf.voters_outgoing.is_empty(), "still joint: {conf:?}");
+    assert_eq!(conf.voters, [me]);
+    assert!(!node.conf_change_in_flight());
+    assert!(node.is_leader() && node.member);
 }
 
 #[test]

@@ -1,13 +1,14 @@
 //! `pc.weight` on a member: its weight ordered for the group, and the leader moving the
-//! Raft configuration, one change at a time, to the voters the weights choose (the rule is
+//! Raft configuration, in one joint change, to the voters the weights choose (the rule is
 //! `crate::weights`; the members it does not count follow as Raft learners).
 
-use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfChangeV2};
+use std::collections::BTreeSet;
+
+use raft::eraftpb::{ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2};
 
 use super::GroupNode;
 use crate::state::Control;
 use crate::weights::{self, DEFAULT_WEIGHT};
-use crate::wire;
 
 impl GroupNode {
     /// The weight this member wants ordered, if any: its `pc.weight`; while it leaves,
@@ -24,7 +25,8 @@ impl GroupNode {
     }
 
     fn is_only_voter(&self) -> bool {
-        self.raw.store().conf_state().voters == [self.me.raft_id]
+        let conf = self.raw.store().conf_state();
+        conf.voters == [self.me.raft_id] && conf.voters_outgoing.is_empty()
     }
 
     /// An ordered weight: recorded, and what it does to the quorum said, on every member
@@ -73,8 +75,8 @@ impl GroupNode {
         let weight = self.state.members.get(&self.me.raft_id)?.weight;
         let chosen = weights::voters(&self.state.weights());
         let conf = self.raw.store().conf_state();
-        let voters: std::collections::BTreeSet<u64> = conf.voters.iter().copied().collect();
-        (voters == chosen).then_some(weight)
+        let voters: BTreeSet<u64> = conf.voters.iter().copied().collect();
+        (voters == chosen && conf.voters_outgoing.is_empty()).then_some(weight)
     }
 
     /// Whether a joiner, of the default weight until it says otherwise, joins as a voter.
@@ -84,12 +86,18 @@ impl GroupNode {
         weights::voters(&weights).contains(&joiner)
     }
 
-    /// Leader: one step toward the voters the weights choose, when no other membership change
-    /// is on its way. A leader that is not among them hands leadership to one that is;
-    /// promotions go before demotions, so the group never has fewer voters than it needs.
+    /// Leader: moves the Raft configuration to the voters the weights choose, when no other
+    /// membership change is on its way. A leader that is not among them hands leadership to
+    /// one that is. Every promotion and demotion goes in one joint change, which raft-rs
+    /// leaves automatically: one at a time, a move from three voters to one passes through
+    /// two, where the loss of either stops the group although both ends would go on.
     pub(super) fn reconcile_voters(&mut self) {
-        let raft = &self.raw.raft;
-        if !self.roster.conf_queue.is_empty() || raft.pending_conf_index > raft.raft_log.applied {
+        if self.conf_change_in_flight() {
+            self.leave_a_stranded_joint_configuration();
+            return;
+        }
+        // Members joining or leaving go first.
+        if !self.roster.conf_queue.is_empty() {
             return;
         }
         // The common case, on every poll of the leader: no weights set and no learners, so
@@ -105,44 +113,71 @@ impl GroupNode {
         let chosen = weights::voters(&self.state.weights());
         let conf = self.raw.store().conf_state().clone();
         let me = self.me.raft_id;
-        if !chosen.contains(&me) {
-            let progress = self.raw.raft.prs();
-            let successor = chosen
-                .iter()
-                .copied()
-                .filter(|id| conf.voters.contains(id))
-                .max_by_key(|id| progress.get(*id).map_or(0, |p| p.matched));
-            if let Some(successor) = successor {
-                if self.raw.raft.lead_transferee.is_none() {
-                    base::mark!("group.leadership_handed_to_a_weighted_voter");
-                    self.raw.transfer_leader(successor);
-                }
-                return;
-            }
+        if !chosen.contains(&me) && self.hand_the_lead_to_a_chosen_voter(&chosen, &conf.voters) {
+            return;
         }
-        let promote = chosen.iter().find(|id| conf.learners.contains(id));
+        // A leader that is not chosen stays a voter until a chosen voter leads instead.
+        let promote = chosen.iter().filter(|id| conf.learners.contains(id));
         let demote = conf
             .voters
             .iter()
-            .find(|id| !chosen.contains(id) && **id != me);
-        let (change_type, id) = match (promote, demote) {
-            (Some(id), _) => (ConfChangeType::AddNode, *id),
-            (None, Some(id)) => (ConfChangeType::AddLearnerNode, *id),
-            (None, None) => return,
-        };
-        let Some(info) = self.state.members.get(&id).map(|m| m.info.clone()) else {
-            return;
-        };
-        base::mark!("group.voters_follow_the_weights");
-        let mut single = ConfChangeSingle::default();
-        single.set_change_type(change_type);
-        single.node_id = id;
+            .filter(|id| !chosen.contains(id) && **id != me);
         let mut change = ConfChangeV2::default();
-        change.mut_changes().push(single);
+        for (change_type, id) in promote
+            .map(|id| (ConfChangeType::AddNode, *id))
+            .chain(demote.map(|id| (ConfChangeType::AddLearnerNode, *id)))
+        {
+            let mut single = ConfChangeSingle::default();
+            single.set_change_type(change_type);
+            single.node_id = id;
+            change.mut_changes().push(single);
+        }
+        if change.get_changes().is_empty() {
+            return;
+        }
+        base::mark!("group.voters_follow_the_weights");
+        // Joint even for one change, left automatically: the transition is what tells a
+        // change of roles from a member added (`check::decode_conf_change`).
+        change.set_transition(ConfChangeTransition::Implicit);
         // Refused only while another change is pending, checked above; the next poll
         // tries again either way.
+        let _ = self.raw.propose_conf_change(Vec::new(), change);
+    }
+
+    /// A leader the weights do not count hands leadership to the most caught-up voter they
+    /// do; false when none of them is a voter yet.
+    fn hand_the_lead_to_a_chosen_voter(&mut self, chosen: &BTreeSet<u64>, voters: &[u64]) -> bool {
+        let progress = self.raw.raft.prs();
+        let successor = chosen
+            .iter()
+            .copied()
+            .filter(|id| voters.contains(id))
+            .max_by_key(|id| progress.get(*id).map_or(0, |p| p.matched));
+        let Some(successor) = successor else {
+            return false;
+        };
+        if self.raw.raft.lead_transferee.is_none() {
+            base::mark!("group.leadership_handed_to_a_weighted_voter");
+            self.raw.transfer_leader(successor);
+        }
+        true
+    }
+
+    /// Leader: leaves a joint configuration that nothing else is leaving. raft-rs proposes
+    /// the leave as its leader applies the entry that entered it, or a new leader its first
+    /// entry; by raft-rs's own note, a change of leader in between can miss it, and the
+    /// group would stay joint, admitting no member, for good.
+    fn leave_a_stranded_joint_configuration(&mut self) {
+        let raft = &self.raw.raft;
+        let pending = raft.pending_conf_index > raft.raft_log.applied;
+        if pending || self.raw.store().conf_state().voters_outgoing.is_empty() {
+            return;
+        }
+        base::mark!("group.joint_configuration_left_by_a_later_leader");
+        // An empty change with the automatic transition is the leave; refused only while
+        // another change is pending, checked above.
         let _ = self
             .raw
-            .propose_conf_change(wire::bincode_encode(&info), change);
+            .propose_conf_change(Vec::new(), ConfChangeV2::default());
     }
 }
