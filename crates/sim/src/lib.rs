@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::panic::AssertUnwindSafe;
 
 use base::{seeded_rng, Gtid, Nanos, SeededRng};
+use group::config::LOG_RETAIN_BYTES_DEFAULT;
 use group::GroupConfig;
 use rand::Rng;
 
@@ -232,6 +233,13 @@ impl Simulation {
             join_retry_ticks: 10,
             snapshot_interval_entries: rng.gen_range(20..200),
             log_retain_entries: rng.gen_range(10..400),
+            // A budget of a few write-sets, on some runs: a snapshot every few entries, and
+            // members brought back by Raft snapshots far more often than the default allows.
+            log_retain_bytes: if rng.gen_bool(0.4) {
+                rng.gen_range(4_000..400_000)
+            } else {
+                LOG_RETAIN_BYTES_DEFAULT
+            },
             ..GroupConfig::default()
         };
         for (option, value) in [
