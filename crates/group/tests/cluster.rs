@@ -63,6 +63,40 @@ fn a_minority_is_not_primary_and_the_majority_goes_on() {
     assert_eq!(cluster.last_view(2).unwrap().members.len(), 3);
 }
 
+/// A follower cut off for less than the contact window, while the leader orders more than
+/// its log's byte budget: the leader keeps the entries for the follower, which catches up
+/// from the log, with no state gap. (The leader went by raft-rs's `recent_active`, which
+/// each check of the quorum clears, and cut the log past the follower at the next check.)
+#[test]
+fn a_follower_back_within_the_contact_window_catches_up_from_the_log() {
+    let mut cluster = Cluster::new(3);
+    cluster.run(40);
+    let follower = (0..3)
+        .find(|&i| !cluster.node(i).is_leader())
+        .expect("a follower");
+    let leader = (0..3).find(|&i| cluster.node(i).is_leader()).unwrap();
+    const WRITE_SETS: usize = 40;
+    const PAYLOAD_BYTES: usize = 8 << 10;
+    assert!((WRITE_SETS * PAYLOAD_BYTES) as u64 > 4 * LOG_RETAIN_BYTES);
+    let payload = |n: usize| vec![n as u8; PAYLOAD_BYTES];
+    cluster.isolated.insert(follower);
+    for n in 0..WRITE_SETS {
+        cluster.node(leader).submit(payload(n));
+        cluster.run(1);
+    }
+    let log_bytes = cluster.node(leader).status().log_bytes;
+    assert!(log_bytes > 4 * LOG_RETAIN_BYTES, "{log_bytes} bytes kept");
+    cluster.isolated.clear();
+    let last = format!("ws:{:?}", payload(WRITE_SETS - 1));
+    cluster.run_until(|c| c.ordered(follower).values().any(|v| *v == last), 100);
+    let gaps = cluster.delivered[follower]
+        .iter()
+        .filter(|d| matches!(d, Delivery::StateGap { .. }))
+        .count();
+    assert_eq!(gaps, 0, "the follower was sent a snapshot");
+    assert_same_history(&cluster, &[0, 1, 2]);
+}
+
 #[test]
 fn a_member_cut_off_gives_up_only_what_never_left_it() {
     let mut cluster = Cluster::new(3);
@@ -220,6 +254,26 @@ fn of_holders_silent_together_the_last_one_is_never_evicted() {
     cluster.node(0).submit(payload.to_vec());
     cluster.run_until(|c| c.ordered(kept[0]).values().any(|v| *v == digest), 600);
     assert_same_history(&cluster, &[0, 3, 4, kept[0]]);
+}
+
+/// A member outside the primary component hears that it was removed from a member admitted
+/// after it lost contact, whose Raft id it never saw (a learner cut off hears it from no one
+/// else): it starts over as a new member. A member of the primary component told the same
+/// stays what it is.
+#[test]
+fn a_removal_notice_from_a_member_admitted_since_is_heeded_outside_the_primary() {
+    let mut cluster = Cluster::new(3);
+    cluster.isolated.insert(2);
+    cluster.run_until(|c| !c.nodes[2].as_ref().unwrap().is_primary(), 400);
+    let stranger = 0xfeed_5eed;
+    for (index, rejoins) in [(2, true), (0, false)] {
+        let before = cluster.node(index).me().raft_id;
+        let notice = wire::encode(stranger, &wire::WireMessage::Removed(before));
+        assert!(cluster.inject(index, &notice).is_ok());
+        cluster.run(1);
+        let after = cluster.node(index).me().raft_id;
+        assert_eq!(after != before, rejoins, "node {index}");
+    }
 }
 
 #[test]

@@ -376,26 +376,40 @@ impl GroupNode {
                 raft::Storage::term(self.raw.store(), applied).expect("applied is in the log");
             self.take_snapshot(applied, term);
         }
-        let keep_from = applied.saturating_sub(self.config.log_retain_entries);
+        // Neither rule cuts past what a live follower has: it would be sent a snapshot, and
+        // so a state transfer, for entries on their way to it. Followers that lag together
+        // (learners behind a leader that commits alone) would all need a donor at once.
+        let cut_limit = self.slowest_live_follower().unwrap_or(applied);
+        let keep_from = applied
+            .saturating_sub(self.config.log_retain_entries)
+            .min(cut_limit);
         let budget = ByteBudget {
             bytes_max: self.config.log_retain_bytes,
-            cut_limit: self.slowest_live_follower().unwrap_or(applied),
+            cut_limit,
         };
         self.raw.mut_store().compact_to(keep_from, budget);
     }
 
-    /// On a leader, the least any follower it heard from lately has of the log: the entries
-    /// after it are still being sent.
+    /// On a leader, the least any follower it heard from lately (within the contact window)
+    /// has of the log: the entries after it are still being sent. Not raft-rs's
+    /// `recent_active`, which every check of the quorum clears for every follower at once.
     fn slowest_live_follower(&self) -> Option<u64> {
         if !self.is_leader() {
             return None;
         }
         let me = self.me.raft_id;
+        let window = self.contact_window();
+        let live = |id: &u64| {
+            self.roster
+                .last_heard
+                .get(id)
+                .is_some_and(|heard| self.tick.saturating_sub(*heard) <= window)
+        };
         self.raw
             .raft
             .prs()
             .iter()
-            .filter(|(id, progress)| **id != me && progress.recent_active)
+            .filter(|(id, _)| **id != me && live(id))
             .map(|(_, progress)| progress.matched)
             .min()
     }

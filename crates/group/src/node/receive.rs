@@ -195,8 +195,12 @@ impl GroupNode {
                 Ok(())
             }
             WireMessage::Removed(raft_id) => {
-                let sender_is_member = self.state.members.contains_key(&from);
-                let rejoin = self.member && sender_is_member && !self.primary;
+                // Whoever sends it: the member that tells may have been admitted after this
+                // one lost contact, under a Raft id it never saw (a learner cut off hears it
+                // from nobody else). A member says it only of a Raft id its history removed,
+                // and ids are never reused; a peer that lies makes a member outside the
+                // primary component rejoin, which costs a state transfer and loses nothing.
+                let rejoin = self.member && !self.primary && from != self.me.raft_id;
                 // A member whose data diverged from a forced component must not rejoin by IST.
                 if raft_id == self.me.raft_id && rejoin && !self.has_diverged() {
                     // A member of the primary component says we were evicted while we could
