@@ -276,6 +276,32 @@ fn a_removal_notice_from_a_member_admitted_since_is_heeded_outside_the_primary()
     }
 }
 
+/// A member removed while cut off announces itself (as a learner does, sending no Raft
+/// traffic) to a member that saw it removed, not the leader: that member tells it, and it
+/// starts over as a new member. (Only the leader reminded removed learners, and a leader
+/// admitted since had never seen them.)
+#[test]
+fn a_removed_member_that_announces_itself_is_told_by_any_member() {
+    let mut cluster = Cluster::new(3);
+    let leader = (0..3).find(|&i| cluster.node(i).is_leader()).unwrap();
+    let removed = (0..3).find(|&i| i != leader).unwrap();
+    let teller = 3 - leader - removed;
+    cluster.isolated.insert(removed);
+    cluster.run_until(
+        |c| {
+            c.last_view(teller)
+                .is_some_and(|v| v.primary && v.members.len() == 2)
+        },
+        400,
+    );
+    let old_id = cluster.node(removed).me().raft_id;
+    assert!(!cluster.node(removed).is_primary());
+    cluster.isolated.clear();
+    let presence = wire::encode(old_id, &wire::WireMessage::Presence { reply: false });
+    let _ = cluster.inject(teller, &presence);
+    assert_ne!(cluster.node(removed).me().raft_id, old_id);
+}
+
 #[test]
 fn graceful_leaves_shrink_three_to_one() {
     let mut cluster = Cluster::new(3);

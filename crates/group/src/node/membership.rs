@@ -339,6 +339,18 @@ impl GroupNode {
         self.send(Some(raft_id), address, &WireMessage::Removed(raft_id));
     }
 
+    /// Tells `from`, if it is a member this one saw removed, that it was.
+    pub(super) fn tell_if_departed(&mut self, from: u64) {
+        let departed = self
+            .roster
+            .departed
+            .iter()
+            .find(|info| info.raft_id == from);
+        if let Some(address) = departed.map(|info| info.address.clone()) {
+            self.tell_removed(from, address);
+        }
+    }
+
     /// Leader: reminds the learners it removed (`weights.rs`), once a second, that they were.
     /// A voter cut off campaigns, and hears it in answer; a learner sends nothing that would
     /// draw the answer, and would wait outside the primary component for good.

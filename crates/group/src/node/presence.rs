@@ -51,7 +51,8 @@ impl GroupNode {
     /// cannot reach is still evicted however loudly it announces itself. Every member answers
     /// an announcement, so that of two members cut off together, each lists the other as
     /// soon as it is outside, whichever noticed first, rather than a component of one until
-    /// the other's next announcement. An answer is never answered: no echo.
+    /// the other's next announcement. An answer is never answered: no echo. One from a
+    /// member this one saw removed is answered with the removal.
     pub(super) fn receive_presence(&mut self, from: u64, reply: bool) {
         if !self.member {
             return;
@@ -62,6 +63,10 @@ impl GroupNode {
             .get(&from)
             .map(|m| m.info.address.clone())
         else {
+            // A learner removed while cut off announces itself to the members it knew; the
+            // leader's reminders reach it only from a leader that saw it removed, and the
+            // one now may have joined since. Any member that saw it tells it.
+            self.tell_if_departed(from);
             return;
         };
         if !self.primary {

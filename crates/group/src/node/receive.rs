@@ -259,15 +259,7 @@ impl GroupNode {
         // A node that is not a member yet takes Raft traffic from anyone: that is how the
         // leader brings it in. A member only listens to the current configuration.
         if self.member && !in_conf && !self.state.members.contains_key(&from) {
-            if let Some(info) = self
-                .roster
-                .departed
-                .iter()
-                .find(|info| info.raft_id == from)
-            {
-                let address = info.address.clone();
-                self.tell_removed(from, address);
-            }
+            self.tell_if_departed(from);
             return Err(ReceiveError::NotInView { from });
         }
         check::check_message(&message, &self.raw.raft, self.member)
