@@ -121,8 +121,7 @@ impl GroupNode {
             self.send_welcome(info.raft_id, info.address.clone());
             return Ok(());
         }
-        let raft = &self.raw.raft;
-        if queued.len() >= JOINS_QUEUED_MAX || raft.pending_conf_index > raft.raft_log.applied {
+        if queued.len() >= JOINS_QUEUED_MAX || self.raw.raft.has_pending_conf() {
             return Err("another membership change is in progress");
         }
         let replaced = self.replaced_by(&info)?;

@@ -434,9 +434,13 @@ impl GroupNode {
     /// configuration not left yet. raft-rs turns a change proposed meanwhile into an empty
     /// entry, so it would be lost.
     pub(super) fn conf_change_in_flight(&self) -> bool {
-        let raft = &self.raw.raft;
-        raft.pending_conf_index > raft.raft_log.applied
-            || !self.raw.store().conf_state().voters_outgoing.is_empty()
+        self.raw.raft.has_pending_conf() || self.in_joint_configuration()
+    }
+
+    /// Whether the Raft configuration is joint (it has outgoing voters): entered by a change
+    /// of roles (`weights.rs`) and not left yet.
+    pub(super) fn in_joint_configuration(&self) -> bool {
+        !self.raw.store().conf_state().voters_outgoing.is_empty()
     }
 
     pub(super) fn propose_conf_change(&mut self) {

@@ -168,9 +168,7 @@ impl GroupNode {
     /// entry; by raft-rs's own note, a change of leader in between can miss it, and the
     /// group would stay joint, admitting no member, for good.
     fn leave_a_stranded_joint_configuration(&mut self) {
-        let raft = &self.raw.raft;
-        let pending = raft.pending_conf_index > raft.raft_log.applied;
-        if pending || self.raw.store().conf_state().voters_outgoing.is_empty() {
+        if self.raw.raft.has_pending_conf() || !self.in_joint_configuration() {
             return;
         }
         base::mark!("group.joint_configuration_left_by_a_later_leader");
