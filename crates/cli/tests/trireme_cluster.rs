@@ -20,7 +20,7 @@
 //!   equal checksums; meanwhile node 3's appliers, held for a while by `FLUSH TABLES ...
 //!   WITH READ LOCK` on one table, make it pause the cluster, and within 2 s node 1 names it
 //!   in `wsrep_flow_control_paused_by`, on its page and in its metrics, and both nodes'
-//!   logs name it;
+//!   logs name it; at rest, `FLUSH STATUS` zeroes the stops counted, as on Galera;
 //! - `SET GLOBAL wsrep_provider_options` changes flow control at runtime and refuses a
 //!   bad value;
 //! - node 3 stops cleanly, the other two keep committing, and node 3 rejoins;
@@ -290,6 +290,42 @@ fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
             "node {node}'s log does not name node3 as the pause:\n{said}"
         );
     }
+}
+
+/// At rest after the held node paused the cluster: node 3 counts the stops it sent and
+/// node 1 the stops it received, and `FLUSH STATUS` zeroes both, as on Galera (a DBA
+/// flushes, then watches how many come).
+fn flush_status_zeroes_the_flow_control_counts(cluster: &Cluster) {
+    let status = |node: usize, name: &str| -> u64 {
+        let text = value(
+            cluster,
+            node,
+            &format!(
+                "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+                 WHERE VARIABLE_NAME = '{name}'"
+            ),
+        );
+        text.parse()
+            .unwrap_or_else(|_| panic!("node {node}'s {name} is {text:?}"))
+    };
+    let counts = [
+        (3, "WSREP_FLOW_CONTROL_SENT"),
+        (1, "WSREP_FLOW_CONTROL_RECV"),
+    ];
+    for (node, name) in counts {
+        assert!(status(node, name) >= 1, "node {node} counted no {name}");
+    }
+    for node in [1, 3] {
+        cluster.sql(node, "FLUSH STATUS").unwrap();
+    }
+    for (node, name) in counts {
+        assert_eq!(
+            status(node, name),
+            0,
+            "node {node}'s {name} after FLUSH STATUS"
+        );
+    }
+    assert_eq!(status(3, "WSREP_APPLY_WAITS"), 0, "after FLUSH STATUS");
 }
 
 /// A `wsrep_notify_cmd` for every node that appends its arguments to a file it returns
@@ -658,6 +694,7 @@ fn a_three_node_cluster_on_trireme() {
     sysbench_spread_over_all_nodes(&cluster, guard.path(), || {
         a_held_node_is_named_as_the_pause(&cluster)
     });
+    flush_status_zeroes_the_flow_control_counts(&cluster);
 
     // Node 3 stops cleanly: the two others keep committing; node 3 comes back.
     cluster.stop_node(3).unwrap();

@@ -111,13 +111,42 @@ impl Latency {
     }
 }
 
+/// The group member's flow-control totals since it started: what a window subtracts to
+/// show its own part (Galera's `FLUSH STATUS` zeroes `wsrep_flow_control_sent` and
+/// `_recv`, and restarts `_paused`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowTotals {
+    /// Time the group's order was paused, in nanoseconds.
+    pub paused_ns: u64,
+    /// Stop requests this member sent.
+    pub sent: u64,
+    /// Stop requests the group ordered.
+    pub received: u64,
+}
+
+impl FlowTotals {
+    /// What grew since `start`. A total below its start means the member started afresh
+    /// (a reconnect) after the window began: all of it is then the window's.
+    pub fn since(self, start: FlowTotals) -> FlowTotals {
+        let grown = |now: u64, then: u64| now.checked_sub(then).unwrap_or(now);
+        FlowTotals {
+            paused_ns: grown(self.paused_ns, start.paused_ns),
+            sent: grown(self.sent, start.sent),
+            received: grown(self.received, start.received),
+        }
+    }
+}
+
 /// Everything `stats_reset` restarts.
 #[derive(Clone, Copy, Debug)]
 pub struct Window {
-    /// When the window began, and the group's paused time then.
+    /// When the window began.
     pub since: Nanos,
-    /// The group's total paused time when the window began.
-    pub paused_ns_at_start: u64,
+    /// The group member's flow-control totals when the window began.
+    pub flow_at_start: FlowTotals,
+    /// Write-sets that had to wait for an earlier one before applying
+    /// (`wsrep_apply_waits`).
+    pub apply_waits: u64,
     /// Applier queue length, as each remote write-set found it on arrival (Galera's
     /// `wsrep_local_recv_queue_avg` samples its queue the same way).
     pub recv_queue: Sampled,
@@ -140,11 +169,12 @@ pub struct Window {
 }
 
 impl Window {
-    /// A window that starts at `now`, with the group's paused time then.
-    pub fn new(now: Nanos, paused_ns_now: u64) -> Window {
+    /// A window that starts at `now`, with the group member's flow-control totals then.
+    pub fn new(now: Nanos, flow_now: FlowTotals) -> Window {
         Window {
             since: now,
-            paused_ns_at_start: paused_ns_now,
+            flow_at_start: flow_now,
+            apply_waits: 0,
             recv_queue: Sampled::default(),
             send_queue: Sampled::default(),
             deps_distance: Sampled::default(),
@@ -157,13 +187,18 @@ impl Window {
         }
     }
 
+    /// The member's flow control within this window, from its totals now.
+    pub fn flow(&self, flow_now: FlowTotals) -> FlowTotals {
+        flow_now.since(self.flow_at_start)
+    }
+
     /// `wsrep_flow_control_paused`: the part of the window the group spent paused.
-    pub fn paused_fraction(&self, now: Nanos, paused_ns_now: u64) -> f64 {
+    pub fn paused_fraction(&self, now: Nanos, flow_now: FlowTotals) -> f64 {
         let elapsed = now.since(self.since) as f64;
         if elapsed <= 0.0 {
             return 0.0;
         }
-        let paused = paused_ns_now.saturating_sub(self.paused_ns_at_start) as f64;
+        let paused = self.flow(flow_now).paused_ns as f64;
         (paused / elapsed).clamp(0.0, 1.0)
     }
 }
@@ -203,18 +238,61 @@ mod tests {
         );
     }
 
+    fn paused(paused_ns: u64) -> FlowTotals {
+        FlowTotals {
+            paused_ns,
+            ..FlowTotals::default()
+        }
+    }
+
     #[test]
     fn the_paused_fraction_counts_only_this_window() {
-        let window = Window::new(Nanos(1_000), 5_000_000_000);
+        let window = Window::new(Nanos(1_000), paused(5_000_000_000));
         let later = Nanos(1_000 + 20_000_000);
-        assert_eq!(window.paused_fraction(later, 5_000_000_000), 0.0);
-        let fraction = window.paused_fraction(later, 5_000_000_000 + 10_000_000);
+        assert_eq!(window.paused_fraction(later, paused(5_000_000_000)), 0.0);
+        let fraction = window.paused_fraction(later, paused(5_000_000_000 + 10_000_000));
         assert_eq!(fraction, 0.5);
-        assert_eq!(window.paused_fraction(later, u64::MAX), 1.0, "clamped");
         assert_eq!(
-            window.paused_fraction(Nanos(1_000), u64::MAX),
+            window.paused_fraction(later, paused(u64::MAX)),
+            1.0,
+            "clamped"
+        );
+        assert_eq!(
+            window.paused_fraction(Nanos(1_000), paused(u64::MAX)),
             0.0,
             "no time yet"
+        );
+    }
+
+    #[test]
+    fn flow_control_requests_count_from_the_window_start() {
+        let start = FlowTotals {
+            paused_ns: 7,
+            sent: 279,
+            received: 673,
+        };
+        let window = Window::new(Nanos(0), start);
+        assert_eq!(
+            window.flow(start),
+            FlowTotals::default(),
+            "zero right after a reset"
+        );
+        let later = FlowTotals {
+            paused_ns: 9,
+            sent: 281,
+            received: 680,
+        };
+        let grown = window.flow(later);
+        assert_eq!((grown.paused_ns, grown.sent, grown.received), (2, 2, 7));
+        let restarted = FlowTotals {
+            paused_ns: 1,
+            sent: 3,
+            received: 4,
+        };
+        assert_eq!(
+            window.flow(restarted),
+            restarted,
+            "a member started afresh since the reset: all of its totals are this window's"
         );
     }
 }

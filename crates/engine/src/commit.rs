@@ -124,7 +124,7 @@ impl NodeEngine {
             .apply_out_of_order_entry
             .record(seqno > last_applied.next());
         if depends_on > last_applied {
-            self.stats.counters.apply_waits += 1;
+            window.apply_waits += 1;
         }
     }
 

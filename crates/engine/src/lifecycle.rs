@@ -139,9 +139,10 @@ impl NodeEngine {
         self.life.last_member_on_leave.take()
     }
 
-    /// Resets the averages (`FLUSH STATUS`), with the group's paused time now.
-    pub fn reset_stats(&mut self, now: Nanos, paused_ns: u64) {
-        self.stats.window = crate::averages::Window::new(now, paused_ns);
+    /// Restarts the averages and the window's counts (`FLUSH STATUS`), with the group
+    /// member's flow-control totals now.
+    pub fn reset_stats(&mut self, now: Nanos, flow_now: crate::averages::FlowTotals) {
+        self.stats.window = crate::averages::Window::new(now, flow_now);
     }
 
     /// The node's counters and averages.

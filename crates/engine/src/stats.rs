@@ -4,7 +4,7 @@
 
 use base::Nanos;
 
-use crate::averages::Window;
+use crate::averages::{FlowTotals, Window};
 
 /// Totals since the node started (not restarted by `FLUSH STATUS`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,8 +34,6 @@ pub struct Counters {
     pub repl_keys_bytes: u64,
     /// Bytes of row data in replicated write-sets.
     pub repl_data_bytes: u64,
-    /// Write-sets that had to wait for an earlier one before applying.
-    pub apply_waits: u64,
     /// Streaming fragments this node replicated (commit fragments excluded).
     pub fragments_replicated: u64,
     /// Streaming rollbacks this node replicated.
@@ -65,7 +63,7 @@ impl NodeStats {
     pub fn new(now: Nanos) -> NodeStats {
         NodeStats {
             counters: Counters::default(),
-            window: Window::new(now, 0),
+            window: Window::new(now, FlowTotals::default()),
             cert_index_size: 0,
             open_streams: (0, 0),
             conflicts: Default::default(),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use base::{Nanos, NodeState, Seqno, Uuid};
-use engine::averages::{Sampled, Window};
+use engine::averages::{FlowTotals, Sampled, Window};
 use engine::{CacheReach, NodeEngine};
 use group::{GroupStatus, PauseLengths};
 
@@ -48,9 +48,10 @@ pub struct FlowStatus {
     pub paused_ns: u64,
     /// The fraction of time paused since the last reset.
     pub paused_fraction: f64,
-    /// Stop and resume requests this node sent.
+    /// Stop requests this node sent since the last reset (`FLUSH STATUS` zeroes it, as
+    /// Galera's).
     pub sent: u64,
-    /// Stop and resume actions the group ordered.
+    /// Stop requests the group ordered since the last reset.
     pub received: u64,
     /// A stop is in force now.
     pub active: bool,
@@ -86,7 +87,8 @@ pub struct ApplyStatus {
     pub out_of_order_leave: f64,
     /// Mean number of seqnos applying at once.
     pub apply_window: f64,
-    /// Write-sets that had to wait for an earlier one before applying.
+    /// Write-sets that had to wait for an earlier one before applying, since the last
+    /// reset.
     pub apply_waits: u64,
     /// Mean number of seqnos between the last committed and one entering commit order.
     pub commit_window: f64,
@@ -204,11 +206,11 @@ impl Replicator {
 
     /// Starts the averages over (`stats_reset`, run by `FLUSH STATUS`).
     pub fn reset_stats(&self) {
-        let paused_ns = lock(&self.runner)
+        let flow_now = lock(&self.runner)
             .as_ref()
-            .map_or(0, |r| r.status().flow.paused_ns);
+            .map_or_else(FlowTotals::default, |r| flow_totals(&r.status()));
         let now = self.shared.now();
-        lock(&self.shared.inner).engine.reset_stats(now, paused_ns);
+        lock(&self.shared.inner).engine.reset_stats(now, flow_now);
     }
 
     /// `cert.log_conflicts`: whether each certification conflict is logged with its table
@@ -298,15 +300,26 @@ fn totals(engine: &NodeEngine) -> Totals {
     }
 }
 
+/// The group member's flow-control totals since it started.
+fn flow_totals(group: &GroupStatus) -> FlowTotals {
+    FlowTotals {
+        paused_ns: group.flow.paused_ns,
+        sent: group.flow.sent,
+        received: group.flow.recv,
+    }
+}
+
 fn flow(group: Option<&GroupStatus>, window: &Window, now: Nanos) -> FlowStatus {
     let Some(group) = group else {
         return FlowStatus::default();
     };
+    let totals = flow_totals(group);
+    let in_window = window.flow(totals);
     FlowStatus {
         paused_ns: group.flow.paused_ns,
-        paused_fraction: window.paused_fraction(now, group.flow.paused_ns),
-        sent: group.flow.sent,
-        received: group.flow.recv,
+        paused_fraction: window.paused_fraction(now, totals),
+        sent: in_window.sent,
+        received: in_window.received,
         active: group.paused,
         requested: group.stop_requested,
         paused_by: group.paused_by.join(","),
@@ -323,7 +336,7 @@ fn apply(engine: &NodeEngine) -> ApplyStatus {
         out_of_order_entry: w.apply_out_of_order_entry.fraction(),
         out_of_order_leave: w.apply_out_of_order_leave.fraction(),
         apply_window: w.apply_window.mean(),
-        apply_waits: stats.counters.apply_waits,
+        apply_waits: w.apply_waits,
         commit_window: w.commit_window.mean(),
         cert_index_size: stats.cert_index_size as u64,
         cert_interval: w.cert_interval.mean(),
