@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 ./scripts/install-deps.sh
 
+# A whole run builds everything once: incremental compilation's bookkeeping would only
+# add to it (a developer's own `cargo` commands keep it).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
