@@ -201,8 +201,6 @@ impl NodeEngine {
         counters.repl_keys += key_count as u64;
         counters.repl_keys_bytes += key_bytes as u64;
         counters.repl_data_bytes += data_len as u64;
-        let in_flight = self.write_sets_in_flight();
-        self.stats.window.send_queue.record(in_flight as u64);
         Ok(bytes)
     }
 
@@ -372,12 +370,11 @@ impl NodeEngine {
             .fold(committed, Seqno::min)
     }
 
-    /// Local write-sets sent to the group and not ordered yet (Galera's send queue).
-    pub fn write_sets_in_flight(&self) -> usize {
-        self.trxs
-            .values()
-            .filter(|t| t.submitted && t.outcome.is_none())
-            .count()
+    /// Samples the send queue (`wsrep_local_send_queue_avg`) as a write-set about to be
+    /// sent finds it: the node's write-sets not yet wholly sent to the group (`waiting`,
+    /// from the group member), itself not counted, as Galera's send monitor samples it.
+    pub fn sample_send_queue(&mut self, waiting: u64) {
+        self.stats.window.send_queue.record(waiting);
     }
 
     /// Local transactions open.

@@ -523,6 +523,11 @@ fn flow_control_pauses_ordering_and_donors_never_pause() {
         before,
         "nothing is ordered while paused"
     );
+    assert_eq!(
+        cluster.node(0).write_sets_waiting_to_send(),
+        1,
+        "the held write-set is in the send queue"
+    );
     // A streaming rollback is not held: other nodes keep its transaction's locks until it
     // arrives.
     cluster.node(2).submit_urgent(b"rollback".to_vec());
@@ -540,6 +545,11 @@ fn flow_control_pauses_ordering_and_donors_never_pause() {
         cluster.ordered(0).len(),
         before + 2,
         "the held write-set is ordered on resume"
+    );
+    assert_eq!(
+        cluster.node(0).write_sets_waiting_to_send(),
+        0,
+        "sent on resume"
     );
     let status = cluster.node(1).status();
     assert_eq!(

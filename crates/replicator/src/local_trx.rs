@@ -108,6 +108,13 @@ impl Replicator {
             let prepared = inner
                 .engine
                 .prepare_submission(conn_id, trx_id, trx_flags, committed, limit);
+            if prepared.is_ok() {
+                let waiting = inner
+                    .runner
+                    .as_ref()
+                    .map_or(0, RunnerHandle::write_sets_waiting_to_send);
+                inner.engine.sample_send_queue(waiting);
+            }
             let pending = shared.drain(&mut inner);
             (prepared, inner.runner.clone(), pending)
         };

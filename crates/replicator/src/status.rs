@@ -31,9 +31,9 @@ pub struct QueueStatus {
 }
 
 impl QueueStatus {
-    fn of(now: usize, sampled: &Sampled) -> QueueStatus {
+    fn of(now: u64, sampled: &Sampled) -> QueueStatus {
         QueueStatus {
-            now: now as u64,
+            now,
             min: sampled.min(),
             max: sampled.max(),
             mean: sampled.mean(),
@@ -232,7 +232,9 @@ impl Replicator {
     /// The node's status now.
     pub fn status(&self) -> Status {
         let last_committed = self.last_committed().seqno;
-        let group = lock(&self.runner).as_ref().map(|r| r.status());
+        let (group, waiting_to_send) = lock(&self.runner).as_ref().map_or((None, 0), |r| {
+            (Some(r.status()), r.write_sets_waiting_to_send())
+        });
         let cache = self.cache_reach();
         let now = self.shared.now();
         let inner = lock(&self.shared.inner);
@@ -262,8 +264,8 @@ impl Replicator {
             leader: group.as_ref().is_some_and(|g| g.leader),
             desync_count: engine.desync_count(),
             totals: totals(engine),
-            send_queue: QueueStatus::of(engine.write_sets_in_flight(), &window.send_queue),
-            recv_queue: QueueStatus::of(engine.tasks().len(), &window.recv_queue),
+            send_queue: QueueStatus::of(waiting_to_send, &window.send_queue),
+            recv_queue: QueueStatus::of(engine.tasks().len() as u64, &window.recv_queue),
             flow: flow(group.as_ref(), window, now),
             apply: apply(engine),
             cache,

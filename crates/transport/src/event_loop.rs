@@ -219,6 +219,9 @@ impl EventLoop {
             }
             let (outgoing, deliveries) = self.node.poll(now);
             self.shared.gauges.set_triggers(self.node.flow_triggers());
+            self.shared
+                .gauges
+                .set_waiting_to_send(self.node.write_sets_waiting_to_send());
             self.tickets.watch_identity(self.node.me().raft_id);
             self.send(outgoing);
             let delivered = !deliveries.is_empty();

@@ -29,6 +29,9 @@ pub(crate) struct Gauges {
     committed: AtomicI64,
     cached_from: AtomicI64,
     apply_queue: AtomicU64,
+    /// Local write-sets not yet wholly sent to the leader, as of the loop's last poll
+    /// (`GroupNode::write_sets_waiting_to_send`): the other way, from the member to the node.
+    waiting_to_send: AtomicU64,
     /// A queue longer than this wakes the loop.
     wake_above: AtomicU64,
     /// A queue shorter than this wakes the loop.
@@ -43,6 +46,7 @@ impl Gauges {
             committed: AtomicI64::new(NOT_REPORTED),
             cached_from: AtomicI64::new(NOT_REPORTED),
             apply_queue: AtomicU64::new(0),
+            waiting_to_send: AtomicU64::new(0),
             wake_above: AtomicU64::new(0),
             wake_below: AtomicU64::new(NEVER_BELOW),
         }
@@ -74,6 +78,16 @@ impl Gauges {
             .map_or(NEVER_BELOW, |at_most| at_most.saturating_add(1));
         self.wake_above.store(above, Ordering::Relaxed);
         self.wake_below.store(below, Ordering::Relaxed);
+    }
+
+    /// The member's send queue after a poll.
+    pub(crate) fn set_waiting_to_send(&self, write_sets: u64) {
+        self.waiting_to_send.store(write_sets, Ordering::Relaxed);
+    }
+
+    /// The member's send queue as of the loop's last poll.
+    pub(crate) fn waiting_to_send(&self) -> u64 {
+        self.waiting_to_send.load(Ordering::Relaxed)
     }
 
     /// Hands the latest figures to the group member.

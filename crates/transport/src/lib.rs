@@ -360,6 +360,12 @@ impl RunnerHandle {
         self.shared.status().clone()
     }
 
+    /// Local write-sets submitted and not yet wholly sent to the leader, as of the event
+    /// loop's last poll: Galera's send queue (flow control holds them, mostly).
+    pub fn write_sets_waiting_to_send(&self) -> u64 {
+        self.shared.gauges.waiting_to_send()
+    }
+
     /// Reads the status every `poll` until `done` holds (true) or `wait` has passed (false).
     pub fn await_status(
         &self,
@@ -564,6 +570,11 @@ impl GroupRunner {
     /// The member's status; see [`RunnerHandle::status`].
     pub fn status(&self) -> GroupStatus {
         self.handle.status()
+    }
+
+    /// The member's send queue; see [`RunnerHandle::write_sets_waiting_to_send`].
+    pub fn write_sets_waiting_to_send(&self) -> u64 {
+        self.handle.write_sets_waiting_to_send()
     }
 
     /// Stops every thread of the member and waits for them. Idempotent.

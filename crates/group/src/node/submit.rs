@@ -75,6 +75,17 @@ pub(super) struct Submissions {
 }
 
 impl Submissions {
+    /// Write-sets not yet wholly sent to the leader (held by flow control, by the chunk
+    /// window, or not polled out yet): Galera's send queue, `wsrep_local_send_queue`. One
+    /// sent and waiting for its order is not in it.
+    pub(super) fn waiting_to_send(&self) -> u64 {
+        let last_chunks_unsent = self
+            .pending
+            .values()
+            .filter(|p| p.chunk.0 + 1 == p.chunk.1 && p.sent.is_none());
+        last_chunks_unsent.count() as u64
+    }
+
     /// Bytes of chunks sent and not yet seen ordered.
     pub(super) fn chunk_bytes_in_flight(&self) -> usize {
         self.pending
@@ -141,6 +152,12 @@ impl GroupNode {
         }
         // The write-set is known by its last chunk's id, the one its delivery carries.
         submit_id
+    }
+
+    /// Local write-sets submitted and not yet wholly sent to the leader (see
+    /// [`Submissions::waiting_to_send`]).
+    pub fn write_sets_waiting_to_send(&self) -> u64 {
+        self.submissions.waiting_to_send()
     }
 
     /// Withdraws a submission that was never sent to the leader (flow control held it
