@@ -1,6 +1,8 @@
 //! What the node reports all the time: its last committed seqno, how far back its write-set
 //! cache reaches, and its apply queue. They are kept here, in atomics, and the event loop
-//! hands the latest values to the group member before every tick and poll.
+//! hands the latest values to the group member before every tick and poll. One figure goes
+//! the other way: after each poll the loop leaves here how many local write-sets the member
+//! has not yet sent (the send queue), for the node's status.
 //!
 //! Reporting them wakes nobody: the applier threads report after every write-set, and each
 //! report used to wake the loop and run a poll of the whole member, two or three times per
