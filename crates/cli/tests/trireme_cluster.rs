@@ -2,6 +2,8 @@
 //! this test), form a cluster, and the test checks what a Galera user relies on:
 //! - every node lists every member with its client address, in `wsrep_incoming_addresses`
 //!   and in the member list handed to `wsrep_notify_cmd`;
+//! - the provider's threads run 5 nice steps below the server's (`gcomm.thread_nice`), and
+//!   the server's own threads keep its priority;
 //! - DDL and DML on every node reach the others, with equal `CHECKSUM TABLE`;
 //! - at rest, each node's metrics endpoint serves every numeric `wsrep_` value `SHOW STATUS`
 //!   shows, with the same value, and its page data the three members; `trireme status`
@@ -292,6 +294,54 @@ fn a_held_node_is_named_as_the_pause(cluster: &Cluster) {
     }
 }
 
+/// The nice value of thread `task` of process `pid`, and the thread's name.
+fn thread_nice_and_name(pid: u32, task: &str) -> (i32, String) {
+    let dir = format!("/proc/{pid}/task/{task}");
+    let name = std::fs::read_to_string(format!("{dir}/comm")).unwrap();
+    let stat = std::fs::read_to_string(format!("{dir}/stat")).unwrap();
+    // The name, in parentheses, may hold spaces: the fields after it are plain. Nice is
+    // field 19 of the line, the 17th after the name.
+    let after_name = &stat[stat.rfind(')').expect("a stat line names its thread") + 2..];
+    let nice = after_name.split(' ').nth(16).unwrap().parse().unwrap();
+    (nice, name.trim_end().to_owned())
+}
+
+/// The provider's threads (`trireme-*`) run `gcomm.thread_nice` (default 5) nice steps
+/// below the server's, and every thread of the server keeps the server's priority.
+fn provider_threads_run_below_the_server(cluster: &Cluster, node: usize) {
+    let pid = cluster.pid(node).expect("the node runs");
+    let (server_nice, _) = thread_nice_and_name(pid, &pid.to_string());
+    let step = i32::from(transport::priority::PROVIDER_THREAD_NICE_DEFAULT);
+    let mut provider_threads = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = entry.unwrap().file_name().into_string().unwrap();
+        let (nice, name) = thread_nice_and_name(pid, &task);
+        if name.starts_with("trireme-") {
+            provider_threads.push(name.clone());
+            assert_eq!(nice, server_nice + step, "node {node}'s thread {name}");
+        } else {
+            assert_eq!(nice, server_nice, "node {node}'s server thread {name}");
+        }
+    }
+    // Thread names read back cut to 15 bytes ("trireme-dispatc").
+    let expected_threads = [
+        "trireme-loop",
+        "trireme-accept",
+        "trireme-dispatc",
+        "trireme-read",
+        "trireme-ist-rec",
+        "trireme-metrics",
+    ];
+    for expected in expected_threads {
+        assert!(
+            provider_threads
+                .iter()
+                .any(|name| name.starts_with(expected)),
+            "node {node} has no {expected}* thread: {provider_threads:?}"
+        );
+    }
+}
+
 /// At rest after the held node paused the cluster: node 3 counts the stops it sent and
 /// node 1 the stops it received, and `FLUSH STATUS` zeroes both, as on Galera (a DBA
 /// flushes, then watches how many come).
@@ -534,6 +584,7 @@ fn a_three_node_cluster_on_trireme() {
     let cluster = Cluster::up(&options).unwrap_or_else(|e| panic!("cluster up: {e:#}"));
     assert_all_synced(&cluster);
     every_member_is_listed_as_the_ecosystem_reads_it(&cluster, &notified);
+    provider_threads_run_below_the_server(&cluster, 2);
     assert_eq!(
         value(&cluster, 1, "SELECT @@wsrep_provider"),
         provider.display().to_string()

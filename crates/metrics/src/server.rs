@@ -43,6 +43,9 @@ pub trait Source: Send + Sync + 'static {
     fn status_json(&self) -> String;
     /// Takes one sample of what the page charts; called every [`SAMPLE_PERIOD`].
     fn sample(&self);
+    /// Called first on the listener's thread, before it serves: a node lowers the thread's
+    /// priority there, as it does for its other threads.
+    fn serving_thread_started(&self) {}
 }
 
 /// A running endpoint. Dropping it stops the listener and joins its thread.
@@ -74,7 +77,10 @@ impl MetricsServer {
         let (stop, stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("trireme-metrics".into())
-            .spawn(move || runtime.block_on(serve(listener, tls, source, stopped)))
+            .spawn(move || {
+                source.serving_thread_started();
+                runtime.block_on(serve(listener, tls, source, stopped))
+            })
             .map_err(MetricsError::Runtime)?;
         tracing::info!(address = %bound, "metrics endpoint listening");
         Ok(MetricsServer {

@@ -94,6 +94,9 @@ pub struct ProviderOptions {
     /// `gcs.catch_up_period` (Trireme): how long a JOINED node may take to work off its
     /// backlog; flow control slows the cluster as much as that needs.
     pub gcs_catch_up_period: Duration,
+    /// `gcomm.thread_nice` (Trireme): how many nice steps the provider's threads run below
+    /// the server's own, so that appliers and clients come first on a busy host.
+    pub gcomm_thread_nice: u8,
     /// `gcache.dir`: directory of the write-set cache files.
     pub gcache_dir: String,
     /// `gcache.name`: file name of the write-set cache (relative to `gcache.dir`).
@@ -180,6 +183,7 @@ impl Default for ProviderOptions {
             gcs_fc_factor: 1.0,
             gcs_fc_single_primary: false,
             gcs_catch_up_period: group::CATCH_UP_PERIOD_DEFAULT,
+            gcomm_thread_nice: transport::priority::PROVIDER_THREAD_NICE_DEFAULT,
             gcache_dir: ".".to_owned(),
             gcache_name: "galera.cache".to_owned(),
             gcache_size: 128 << 20,

@@ -29,6 +29,7 @@ fn sample(name: &str) -> &'static str {
         "gcache.page_size" => "gcache.page_size=1M",
         "gcache.recover" => "gcache.recover=no",
         "gcache.size" => "gcache.size=1M",
+        "gcomm.thread_nice" => "gcomm.thread_nice=2",
         "gcs.catch_up_period" => "gcs.catch_up_period=PT2M",
         "gcs.fc_factor" => "gcs.fc_factor=0.5",
         "gcs.fc_limit" => "gcs.fc_limit=5",

@@ -100,6 +100,8 @@ fn good_values_are_stored_typed() {
         ("gcs.fc_master_slave=YES", |o| {
             o.gcs_fc_single_primary = true
         }),
+        ("gcomm.thread_nice=0", |o| o.gcomm_thread_nice = 0),
+        ("gcomm.thread_nice=19", |o| o.gcomm_thread_nice = 19),
         ("gmcast.listen_addr=tcp://127.0.0.1:4567", |o| {
             o.gmcast_listen_addr = endpoint(Some(Scheme::Tcp), "127.0.0.1", 4567);
         }),
@@ -230,6 +232,9 @@ fn bad_values_name_the_option_the_value_and_the_range() {
         ("gmcast.isolate", "3", "0 (off), 1 (isolated) or 2"),
         ("ist.recv_addr", "10.0.0.1:abc", "host[:port]"),
         ("ist.recv_bind", "a b", "host[:port]"),
+        ("gcomm.thread_nice", "20", "from 0 to 19"),
+        ("gcomm.thread_nice", "-1", "from 0 to 19"),
+        ("gcomm.thread_nice", "low", "from 0 to 19"),
         ("pc.weight", "256", "from 0 to 255"),
         ("pc.weight", "-1", "from 0 to 255"),
         ("pc.bootstrap", "please", "yes/no"),

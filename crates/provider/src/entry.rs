@@ -214,6 +214,7 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
             state_dir: Some(std::path::PathBuf::from(&options.base_dir)),
             gcache: Some(options.gcache_config()),
             tls,
+            thread_nice: options.gcomm_thread_nice,
             history: if args.state_id.is_null() {
                 None
             } else {
@@ -221,22 +222,16 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
                 Some(from_c_gtid(unsafe { &*args.state_id }))
             },
         };
-        let freeze = options.gcache_freeze_purge_at_seqno;
-        let max_write_set_bytes = options.repl_max_ws_size;
-        let isolation = options.gmcast_isolate;
-        let log_conflicts = options.cert_log_conflicts;
         let metrics_address = options.metrics_listen_addr;
         let metrics_tls = settings.tls.clone();
-        *lock(&instance.options) = options;
+        let thread_nice = settings.thread_nice;
         let replicator = Arc::new(Replicator::new(app, settings));
-        replicator.set_max_write_set_bytes(max_write_set_bytes);
-        replicator.isolate(isolated_by(isolation));
-        replicator.set_log_conflicts(log_conflicts);
-        if let Err(error) = replicator.set_freeze_purge(freeze) {
-            instance.log(WSREP_LOG_WARN, &error.to_string());
-        }
+        apply_runtime_options(instance, &replicator, &options);
+        *lock(&instance.options) = options;
         if let Some(address) = metrics_address {
-            if let Err(error) = start_metrics(instance, &replicator, address, metrics_tls) {
+            if let Err(error) =
+                start_metrics(instance, &replicator, address, metrics_tls, thread_nice)
+            {
                 instance.log(WSREP_LOG_ERROR, &error.to_string());
                 replicator.shutdown();
                 return WSREP_NODE_FAIL;
@@ -248,6 +243,20 @@ unsafe extern "C" fn init(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> 
     })
 }
 
+/// Hands a new replicator the options it also takes at runtime.
+fn apply_runtime_options(
+    instance: &crate::Instance,
+    replicator: &Replicator,
+    options: &ProviderOptions,
+) {
+    replicator.set_max_write_set_bytes(options.repl_max_ws_size);
+    replicator.isolate(isolated_by(options.gmcast_isolate));
+    replicator.set_log_conflicts(options.cert_log_conflicts);
+    if let Err(error) = replicator.set_freeze_purge(options.gcache_freeze_purge_at_seqno) {
+        instance.log(WSREP_LOG_WARN, &error.to_string());
+    }
+}
+
 /// Starts the metrics endpoint `metrics.listen_addr` asks for. A failure (the port is in
 /// use) fails `init`: the DBA asked for the endpoint, and a node silently without it would
 /// be missed only when someone looks.
@@ -256,8 +265,10 @@ fn start_metrics(
     replicator: &Arc<Replicator>,
     address: std::net::SocketAddr,
     tls: Option<Arc<tls::TlsContext>>,
+    thread_nice: u8,
 ) -> Result<(), metrics::MetricsError> {
-    let source = crate::monitoring::NodeSource::new(replicator, &replicator.node_name());
+    let source =
+        crate::monitoring::NodeSource::new(replicator, &replicator.node_name(), thread_nice);
     let server = metrics::MetricsServer::start(address, tls, Arc::new(source))?;
     *lock(&instance.metrics) = Some(server);
     Ok(())

@@ -17,14 +17,22 @@ pub(crate) struct NodeSource {
     replicator: Weak<Replicator>,
     node_name: String,
     history: History,
+    /// `gcomm.thread_nice`: the endpoint's thread runs as far below the server as the
+    /// provider's other threads.
+    thread_nice: u8,
 }
 
 impl NodeSource {
-    pub(crate) fn new(replicator: &Arc<Replicator>, node_name: &str) -> NodeSource {
+    pub(crate) fn new(
+        replicator: &Arc<Replicator>,
+        node_name: &str,
+        thread_nice: u8,
+    ) -> NodeSource {
         NodeSource {
             replicator: Arc::downgrade(replicator),
             node_name: node_name.to_owned(),
             history: History::default(),
+            thread_nice,
         }
     }
 }
@@ -60,6 +68,10 @@ impl Source for NodeSource {
             self.history
                 .push(Sample::of(&replicator.status(), &timings));
         }
+    }
+
+    fn serving_thread_started(&self) {
+        transport::priority::lower_this_thread(self.thread_nice);
     }
 }
 

@@ -12,7 +12,7 @@ use base::{Gtid, Uuid};
 use engine::ConnectionStart;
 use group::recovery::RestartState;
 use group::{Contact, Delivery};
-use transport::{GroupRunner, Role, TransportOptions};
+use transport::{priority, GroupRunner, Role, TransportOptions};
 
 use crate::addresses::Reachable;
 use crate::app::LogLevel;
@@ -108,6 +108,7 @@ impl Replicator {
         let dispatcher = std::thread::Builder::new()
             .name("trireme-dispatch".into())
             .spawn(move || {
+                priority::lower_this_thread(shared.settings.thread_nice);
                 panic_if_injected();
                 dispatch(&shared, &deliveries)
             })
@@ -135,7 +136,10 @@ impl Replicator {
                 let connection = lock(&self.shared.inner).engine.connection();
                 let thread = std::thread::Builder::new()
                     .name("trireme-ist-recv".into())
-                    .spawn(move || transfer::receive_transfers(shared, listener, connection))
+                    .spawn(move || {
+                        priority::lower_this_thread(shared.settings.thread_nice);
+                        transfer::receive_transfers(shared, listener, connection)
+                    })
                     .expect("spawning the state transfer receiver");
                 *lock(&self.ist_receiver) = Some(thread);
                 Ok(())
@@ -171,6 +175,7 @@ impl Replicator {
         let transport = TransportOptions {
             cluster_name: cluster_name.to_owned(),
             tls: settings.tls.clone(),
+            thread_nice: settings.thread_nice,
             ..TransportOptions::default()
         };
         let mut runner = GroupRunner::start_with_options(

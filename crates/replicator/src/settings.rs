@@ -35,6 +35,9 @@ pub struct Settings {
     pub gcache: Option<GcacheConfig>,
     /// TLS for group traffic and IST (`socket.ssl_*`); `None`: plaintext.
     pub tls: Option<Arc<tls::TlsContext>>,
+    /// Nice steps the replicator's and transport's threads run below the server's own
+    /// (`gcomm.thread_nice`, see `transport::priority`); 0 keeps the server's priority.
+    pub thread_nice: u8,
 }
 
 /// The group port of a `gcomm://` member written without one (Galera's).

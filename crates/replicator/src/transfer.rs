@@ -69,6 +69,7 @@ pub(crate) fn spawn_sender(
     let sender = std::thread::Builder::new()
         .name("trireme-ist-send".into())
         .spawn(move || {
+            transport::priority::lower_this_thread(shared.settings.thread_nice);
             let address = transfer.address.clone();
             match send_stream(&shared, &address, transfer.header, transfer.pin) {
                 Ok(count) if count > 0 => {

@@ -19,6 +19,9 @@
 //!   leaves sent data unacknowledged for [`TransportOptions::peer_timeout`] counts as a
 //!   failure too, so a link that was down does not hold the first messages after it is back.
 //!
+//! These threads run [`TransportOptions::thread_nice`] nice steps below the process's own
+//! (`priority.rs`): in a server, its appliers and client threads come first.
+//!
 //! Every queue is bounded: the event channel (readers and submitters wait when it is full,
 //! which pushes back through TCP), each writer's queue (frames beyond it are dropped with a
 //! warning) and the delivery channel (the event loop waits for the user to catch up).
@@ -39,6 +42,7 @@ mod event_loop;
 mod gauges;
 pub mod handshake;
 mod net;
+pub mod priority;
 mod writer;
 
 use std::fmt;
@@ -166,6 +170,9 @@ pub struct TransportOptions {
     pub max_connections_per_source: usize,
     /// Wait after a peer refused this member (another cluster, TLS) before trying again.
     pub refused_backoff: Duration,
+    /// Nice steps the transport's threads run below the process's own threads (see
+    /// [`priority`]); 0 leaves them at the process's priority.
+    pub thread_nice: u8,
 }
 
 /// MariaDB's default `wsrep_cluster_name`.
@@ -192,6 +199,7 @@ impl Default for TransportOptions {
             max_pending_per_source: 16,
             max_connections_per_source: 64,
             refused_backoff: Duration::from_secs(1),
+            thread_nice: 0,
         }
     }
 }
@@ -483,9 +491,13 @@ impl GroupRunner {
             Arc::clone(&shared),
             options.clone(),
         );
+        let nice = options.thread_nice;
         let loop_thread = thread::Builder::new()
             .name(format!("trireme-loop-{name}"))
-            .spawn(move || event_loop.run())?;
+            .spawn(move || {
+                priority::lower_this_thread(nice);
+                event_loop.run()
+            })?;
 
         let mut runner = GroupRunner {
             handle: RunnerHandle {
@@ -504,7 +516,10 @@ impl GroupRunner {
         // On failure from here on, dropping `runner` stops the event loop.
         let accept_thread = thread::Builder::new()
             .name(format!("trireme-accept-{name}"))
-            .spawn(move || net::accept_loop(listener, events_tx, connections, shared, options))?;
+            .spawn(move || {
+                priority::lower_this_thread(options.thread_nice);
+                net::accept_loop(listener, events_tx, connections, shared, options)
+            })?;
         runner.accept_thread = Some(accept_thread);
         tracing::info!(name, %local_addr, advertised = %contact.address, "group member started");
         Ok(runner)

@@ -142,6 +142,7 @@ impl Connections {
         let spawned = thread::Builder::new()
             .name(format!("trireme-read-{peer}"))
             .spawn(move || {
+                crate::priority::lower_this_thread(options.thread_nice);
                 connections.serve(id, stream, peer, &events, &options);
                 lock(&connections.inner).open.remove(&id);
             });

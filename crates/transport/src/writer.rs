@@ -70,7 +70,10 @@ impl Writer {
         };
         let thread = thread::Builder::new()
             .name(format!("trireme-write-{address}"))
-            .spawn(move || connection.run())?;
+            .spawn(move || {
+                crate::priority::lower_this_thread(connection.options.thread_nice);
+                connection.run()
+            })?;
         Ok(Writer {
             queue,
             queued,

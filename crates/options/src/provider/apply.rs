@@ -16,6 +16,7 @@ pub(super) const ENDPOINT_FORM: &str = "an address [tcp:// or ssl://]host[:port]
 pub(super) const LISTEN_ADDR_FORM: &str =
     "an IP address and port such as 127.0.0.1:9104, or empty for off";
 pub(super) const BYTE_FORM: &str = "an integer from 0 to 255";
+pub(super) const NICE_STEPS_FORM: &str = "an integer from 0 to 19 (0: the server's priority)";
 pub(super) const PATH_FORM: &str = "a non-empty path";
 pub(super) const DURATION_FORM: &str = "a positive ISO 8601 duration such as PT1S";
 pub(super) const SECONDS_FORM: &str =
@@ -178,6 +179,11 @@ impl ProviderOptions {
             Setting::GcacheSize => self.gcache_size = size()?,
             Setting::GcsFcMasterSlave | Setting::GcsFcSinglePrimary => {
                 self.gcs_fc_single_primary = boolean()?;
+            }
+            Setting::GcommThreadNice => {
+                self.gcomm_thread_nice = parse_unsigned::<u8>(value)
+                    .filter(|steps| i32::from(*steps) <= transport::priority::NICE_LIMIT)
+                    .ok_or_else(|| bad(NICE_STEPS_FORM))?;
             }
             Setting::GmcastIsolate => {
                 self.gmcast_isolate = Isolation::parse(value).ok_or_else(|| bad(ISOLATE_FORM))?;

@@ -31,6 +31,7 @@ impl ProviderOptions {
             Setting::GcsFcMasterSlave | Setting::GcsFcSinglePrimary => {
                 yes_no(self.gcs_fc_single_primary).to_owned()
             }
+            Setting::GcommThreadNice => self.gcomm_thread_nice.to_string(),
             Setting::GmcastIsolate => self.gmcast_isolate.number().to_string(),
             Setting::GmcastListenAddr => self.gmcast_listen_addr.to_string(),
             Setting::GmcastSegment => self.gmcast_segment.to_string(),

@@ -31,6 +31,7 @@ pub(super) enum Setting {
     GcachePageSize,
     GcacheRecover,
     GcacheSize,
+    GcommThreadNice,
     GcsCatchUpPeriod,
     GcsFcFactor,
     GcsFcLimit,
@@ -60,7 +61,7 @@ pub(super) enum Setting {
 }
 
 impl Setting {
-    pub(super) const ALL: [Setting; 42] = [
+    pub(super) const ALL: [Setting; 43] = [
         Setting::BaseDir,
         Setting::BaseHost,
         Setting::BasePort,
@@ -77,6 +78,7 @@ impl Setting {
         Setting::GcachePageSize,
         Setting::GcacheRecover,
         Setting::GcacheSize,
+        Setting::GcommThreadNice,
         Setting::GcsCatchUpPeriod,
         Setting::GcsFcFactor,
         Setting::GcsFcLimit,
@@ -128,6 +130,7 @@ impl Setting {
             Setting::GcsFcLimit => "gcs.fc_limit",
             Setting::GcsFcMasterSlave => "gcs.fc_master_slave",
             Setting::GcsFcSinglePrimary => "gcs.fc_single_primary",
+            Setting::GcommThreadNice => "gcomm.thread_nice",
             Setting::GmcastIsolate => "gmcast.isolate",
             Setting::GmcastListenAddr => "gmcast.listen_addr",
             Setting::GmcastSegment => "gmcast.segment",
@@ -186,6 +189,7 @@ impl Setting {
             | Setting::GcacheSize
             | Setting::GcsFcMasterSlave
             | Setting::GcsFcSinglePrimary
+            | Setting::GcommThreadNice
             | Setting::GmcastListenAddr
             | Setting::GmcastSegment
             | Setting::IstRecvAddr
@@ -248,6 +252,7 @@ impl Setting {
             | Setting::GcsFcLimit
             | Setting::GcsFcMasterSlave
             | Setting::GcsFcSinglePrimary
+            | Setting::GcommThreadNice
             | Setting::GmcastIsolate
             | Setting::GmcastListenAddr
             | Setting::IstRecvAddr

@@ -20,6 +20,7 @@ fn every_implemented_option_is_a_galera_option_or_trireme_s_own() {
     let trireme_only = [
         "gcache.keep_seconds",
         "gcache.max_disk_bytes",
+        "gcomm.thread_nice",
         "gcs.catch_up_period",
         "metrics.listen_addr",
     ];

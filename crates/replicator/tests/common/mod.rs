@@ -36,6 +36,7 @@ pub(crate) fn settings(name: &str) -> Settings {
         history: None,
         gcache: None,
         tls: None,
+        thread_nice: transport::priority::PROVIDER_THREAD_NICE_DEFAULT,
     }
 }
 
