@@ -24,12 +24,12 @@ for path in /usr/sbin/mariadbd /usr/bin/mariadb /usr/bin/mariadb-backup \
             /usr/lib/galera/libgalera_smm.so /usr/bin/sysbench /usr/bin/rsync \
             /usr/bin/socat /usr/bin/ss /usr/bin/stunnel /usr/bin/openssl /usr/bin/tcpdump \
             /usr/share/mysql/mysql-test/mariadb-test-run /usr/bin/lsof /usr/bin/garbd \
-            /usr/bin/chromium /usr/bin/prometheus-mysqld-exporter; do
+            /usr/bin/chromium /usr/bin/prometheus-mysqld-exporter /usr/bin/make; do
   [ -e "$path" ] || missing=1
 done
 [ "$missing" = 1 ] || exit 0
 
-echo "==> installing Debian packages: mariadb-server mariadb-client mariadb-backup galera-4 galera-arbitrator-4 sysbench rsync socat iproute2 stunnel4 openssl tcpdump mariadb-test lsof chromium prometheus-mysqld-exporter"
+echo "==> installing Debian packages: mariadb-server mariadb-client mariadb-backup galera-4 galera-arbitrator-4 sysbench rsync socat iproute2 stunnel4 openssl tcpdump mariadb-test lsof chromium prometheus-mysqld-exporter make"
 sudo_cmd=""
 [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 export DEBIAN_FRONTEND=noninteractive
@@ -37,7 +37,7 @@ $sudo_cmd apt-get update -qq
 # The packaged service is not used: clusters run their own mariadbd processes.
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
   mariadb-server mariadb-client mariadb-backup galera-4 galera-arbitrator-4 sysbench rsync socat \
-  iproute2 stunnel4 openssl tcpdump mariadb-test lsof chromium prometheus-mysqld-exporter >/dev/null
+  iproute2 stunnel4 openssl tcpdump mariadb-test lsof chromium prometheus-mysqld-exporter make >/dev/null
 # The SST scripts' TLS needs socat built with OpenSSL (Debian's is; a local build may not be).
 if ! socat_has_openssl; then
   echo "install-deps: socat ($(command -v socat)) has no OpenSSL support: an SST by" \

@@ -3,23 +3,13 @@
 
 #![allow(unsafe_code, clippy::undocumented_unsafe_blocks)] // this test is all FFI
 
+mod common;
+
 use std::ffi::{c_char, c_void, CStr};
-use std::path::PathBuf;
 use std::ptr;
 
+use common::library_path;
 use wsrep_sys::*;
-
-fn library_path() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let path = deps.parent().unwrap().join("libtrireme.so");
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo build -p provider`",
-        path.display()
-    );
-    path
-}
 
 struct Loaded {
     _library: libloading::Library,

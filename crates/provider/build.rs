@@ -1,0 +1,7 @@
+//! Marks `libtrireme.so` never to be unmapped (`-z nodelete`): its allocator leaves a
+//! destructor on every thread that allocated through it, and MariaDB unloads the provider
+//! (at shutdown, or when `wsrep_provider` changes) while such threads live on.
+
+fn main() {
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
+}
