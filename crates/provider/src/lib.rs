@@ -13,6 +13,7 @@
 #![allow(unsafe_code)]
 #![allow(clippy::disallowed_methods)] // The shell reads the clock for its random seed.
 
+mod allocator;
 mod app;
 mod entry;
 mod history;
@@ -34,12 +35,9 @@ use wsrep_sys::*;
 
 pub use entry::fill_function_table;
 
-/// The provider's own allocator (jemalloc), for its Rust allocations only; the server keeps
-/// its own. Write-sets and Raft chunks are buffers of 100 KB and more, which glibc maps
-/// fresh for each and unmaps on free, so every one paid the kernel's page clearing again;
-/// jemalloc keeps freed pages for reuse.
+/// The library's own allocations (the server keeps its allocator): see `allocator.rs`.
 #[global_allocator]
-static PROVIDER_ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static PROVIDER_ALLOCATOR: allocator::ProviderAllocator = allocator::ProviderAllocator;
 
 /// The provider's name, version and vendor, as MariaDB shows them.
 pub const PROVIDER_NAME: &CStr = c"Trireme";
