@@ -1,5 +1,5 @@
-//! MariaDB unloads the provider (`dlclose`) at shutdown and when `wsrep_provider` changes,
-//! while server threads that called into it live on. The library's allocator (jemalloc)
+//! MariaDB unloads the provider (`dlclose`) at shutdown, while server threads that called
+//! into it may live on. The library's allocator (jemalloc)
 //! leaves a destructor on every thread that allocated through it, run when that thread
 //! exits; the library must still be mapped then. Its own process, so that no other test
 //! holds the library open.
