@@ -17,11 +17,14 @@ cargo fmt --all -- --check
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "==> building libtrireme.so (debug, for the dlopen tests; release, with trireme, for the"
-echo "    cluster tests and the bench)"
-cargo build --quiet -p provider
-cargo build --release --quiet -p provider -p cli -p sst -p arbitrator
-# The real-MariaDB tests load the optimised provider: what a user runs, and a faster test.
+echo "==> building the release binaries (libtrireme.so, trireme, the SST script, the arbitrator"
+echo "    and the simulator)"
+# One release build of them all: built one package at a time, each would resolve the
+# dependencies' features its own way and compile them again.
+cargo build --release --quiet -p provider -p cli -p sst -p arbitrator -p sim
+# The tests that load the provider (dlopen and the real-MariaDB tests) take the optimised
+# one: what a user runs, a faster test, and no second build of it (with debug settings, the
+# library alone would compile every dependency again with its own features).
 export TRIREME_TEST_PROVIDER="$PWD/target/release/libtrireme.so"
 # Servers started with --sst-method trireme find wsrep_sst_trireme on their PATH, and
 # `cluster up --arbitrator` finds trireme-arbitrator there.
@@ -34,7 +37,7 @@ cargo test --workspace
 PROPTEST_CASES="${TRIREME_FUZZ_CASES:-20000}" ./scripts/fuzz.sh
 
 echo "==> simulator sweep with faults (release)"
-cargo run --release --quiet -p sim -- --seeds "${TRIREME_SIM_SEEDS:-0..500}"
+./target/release/sim --seeds "${TRIREME_SIM_SEEDS:-0..500}"
 
 # MariaDB's own galera tests, a subset covering every area (scripts/mtr-ci.list), on Trireme.
 echo "==> MariaDB's wsrep test suites: the CI subset"

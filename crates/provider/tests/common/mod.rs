@@ -2,14 +2,22 @@
 
 use std::path::PathBuf;
 
-/// The library `cargo build -p provider` left next to the test binaries' directory.
+/// The library under test: `TRIREME_TEST_PROVIDER` if set (CI sets it to the release build,
+/// which the real-MariaDB tests load too, so that a run builds the library once), else the
+/// one `cargo build -p provider` left next to the test binaries' directory.
 pub(crate) fn library_path() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let path = deps.parent().unwrap().join("libtrireme.so");
+    let path = std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(
+        || {
+            let exe = std::env::current_exe().unwrap();
+            let deps = exe.parent().unwrap();
+            deps.parent().unwrap().join("libtrireme.so")
+        },
+        PathBuf::from,
+    );
     assert!(
         path.is_file(),
-        "{} is missing: run `cargo build -p provider`",
+        "{} is missing: run `cargo build -p provider`, or point TRIREME_TEST_PROVIDER at a \
+         build of it",
         path.display()
     );
     path
