@@ -39,29 +39,8 @@ esac
 command -v sysbench >/dev/null || apt-get install -y sysbench >/dev/null
 command -v perf >/dev/null || { echo "provider_share.sh: perf is missing (apt-get install linux-perf)" >&2; exit 1; }
 
-trireme=target/release/trireme
-[ -x "$trireme" ] || cargo build --release --quiet -p cli
-work=$(mktemp -d /tmp/trireme-share-XXXXXX)
-chmod 755 "$work"
-out=${out:-$work/out}
-mkdir -p "$out"
-declare -A port=([A]=27300 [B]=28300)
-cleanup() {
-  for side in A B; do
-    "$trireme" cluster down --dir "$work/$side" >/dev/null 2>&1 || true
-  done
-  rm -rf "$work/A" "$work/B"
-}
-trap cleanup EXIT
-
-common=(--db-driver=mysql --mysql-user=root --mysql-db=sbtest --tables=8 --table-size=10000)
-for side in A B; do
-  timeout 600 "$trireme" cluster up --nodes 3 --dir "$work/$side" \
-    --provider "${provider[$side]}" --base-port "${port[$side]}" >/dev/null
-  "$trireme" cluster sql 1 "CREATE DATABASE sbtest" --dir "$work/$side" >/dev/null
-  timeout 600 sysbench oltp_write_only "${common[@]}" --threads=4 \
-    --mysql-socket="$work/$side/node1/mysqld.sock" prepare >/dev/null
-done
+. bench/scripts/pair_clusters.sh
+pair_clusters_up share
 
 window=$(( seconds - 10 ))
 for rep in $(seq 1 "$reps"); do
