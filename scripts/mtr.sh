@@ -18,6 +18,9 @@
 #   --report           only rebuild the report from the MTR logs already in --out
 #   -- OPTIONS         pass the rest to mariadb-test-run (for example --nowarnings)
 #
+# The Trireme library is TRIREME_TEST_PROVIDER when set (scripts/test.sh sets it to the build
+# the other tests load), else target/release/libtrireme.so.
+#
 # MTR runs as the unprivileged user trireme-mtr (created if missing): as root, the rsync SST's
 # daemon drops to nobody and cannot write the joiner's data directory. Run as root, each
 # provider's servers live in a network namespace of their own with only loopback.
@@ -30,6 +33,7 @@ repo="$PWD"
 readonly MTR_HOME=/usr/share/mysql/mysql-test
 readonly MTR_USER=trireme-mtr
 readonly GALERA_LIB=/usr/lib/galera/libgalera_smm.so
+trireme_lib="${TRIREME_TEST_PROVIDER:-$repo/target/release/libtrireme.so}"
 readonly ALL_SUITES=(galera galera_sr galera_3nodes galera_3nodes_sr wsrep)
 # A test that takes longer than this (minutes) has hung; MTR's default is 15.
 readonly TESTCASE_TIMEOUT_MIN=6
@@ -157,8 +161,8 @@ run_provider() {
   work="$(mktemp -d /tmp/mtr-XXXXXX)"
   case "$provider" in
     trireme)
-      [ -f "$repo/target/release/libtrireme.so" ] \
-        || die "target/release/libtrireme.so is missing: cargo build --release -p provider"
+      [ -f "$trireme_lib" ] \
+        || die "$trireme_lib is missing: cargo build --release -p provider"
       lib="$work/lib/libtrireme.so" ;;
     galera)
       [ -f "$GALERA_LIB" ] || die "$GALERA_LIB is missing: scripts/install-deps.sh"
@@ -166,7 +170,7 @@ run_provider() {
   esac
   mkdir -p "$work/lib" "$out/$provider"
   # A copy, so that a rebuild during a long run does not change the library under test.
-  [ "$provider" = trireme ] && cp "$repo/target/release/libtrireme.so" "$lib"
+  [ "$provider" = trireme ] && cp "$trireme_lib" "$lib"
   local runner=()
   if [ "$(id -u)" -eq 0 ]; then
     ensure_user

@@ -17,18 +17,18 @@ cargo fmt --all -- --check
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "==> building the release binaries (libtrireme.so, trireme, the SST script, the arbitrator"
-echo "    and the simulator)"
-# One release build of them all: built one package at a time, each would resolve the
-# dependencies' features its own way and compile them again.
-cargo build --release --quiet -p provider -p cli -p sst -p arbitrator -p sim
-# The tests that load the provider (dlopen and the real-MariaDB tests) take the optimised
-# one: what a user runs, a faster test, and no second build of it (with debug settings, the
-# library alone would compile every dependency again with its own features).
-export TRIREME_TEST_PROVIDER="$PWD/target/release/libtrireme.so"
+echo "==> building everything once: libraries, libtrireme.so, the programs and the tests"
+# One build with the test settings (opt-level 1, debug assertions on) serves every step: the
+# unit tests, the real-MariaDB tests, the simulator sweep and MTR. `--all-targets` resolves
+# the dependencies' features as `cargo test --workspace` does, so the test run that follows
+# compiles nothing again; a separate release build would compile every dependency twice.
+cargo build --workspace --all-targets --quiet
+# The tests that load the provider (dlopen, the real-MariaDB tests and MTR) take this build,
+# whose invariant checks stay on while real servers drive it.
+export TRIREME_TEST_PROVIDER="$PWD/target/debug/libtrireme.so"
 # Servers started with --sst-method trireme find wsrep_sst_trireme on their PATH, and
 # `cluster up --arbitrator` finds trireme-arbitrator there.
-export PATH="$PWD/target/release:$PATH"
+export PATH="$PWD/target/debug:$PATH"
 
 echo "==> cargo test"
 cargo test --workspace
@@ -36,8 +36,8 @@ cargo test --workspace
 # Every decoder's fuzz target again, with more inputs than the plain run above gives it.
 PROPTEST_CASES="${TRIREME_FUZZ_CASES:-20000}" ./scripts/fuzz.sh
 
-echo "==> simulator sweep with faults (release)"
-./target/release/sim --seeds "${TRIREME_SIM_SEEDS:-0..500}"
+echo "==> simulator sweep with faults"
+./target/debug/sim --seeds "${TRIREME_SIM_SEEDS:-0..500}"
 
 # MariaDB's own galera tests, a subset covering every area (scripts/mtr-ci.list), on Trireme.
 echo "==> MariaDB's wsrep test suites: the CI subset"

@@ -13,12 +13,14 @@ use cli::{Cluster, SstMethod, UpOptions};
 mod common;
 use common::{make_certs, new_cluster_dir, preflight, trireme_provider, wait_for};
 
-/// The arbitrator's program on PATH (`scripts/test.sh` puts `target/release` there).
+/// The arbitrator's program on PATH (`scripts/test.sh` puts its build directory there).
 fn arbitrator_program() -> PathBuf {
     std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|dir| dir.join("trireme-arbitrator"))
         .find(|path| path.is_file())
-        .expect("trireme-arbitrator on PATH: cargo build --release -p arbitrator")
+        .expect(
+            "trireme-arbitrator on PATH: put the directory of a `cargo build -p arbitrator` there",
+        )
 }
 
 fn certs_for_the_server_user(dir: &Path) {
