@@ -46,6 +46,8 @@ Usage: bench/run.sh [--quick] [--provider-a PATH] [--provider-b PATH] [--out DIR
                    port layouts (see `trireme cluster up --help`) of cluster A, cluster B and
                    the standalone server (default 23300, 24300, 25300; never 13300, which the
                    tests use)
+
+  TRIREME_CLI      the trireme program (default: target/release/trireme)
 EOF
 }
 
@@ -53,7 +55,7 @@ invocation=$(printf '%q ' "$0" "$@")
 root=$(cd "$(dirname "$0")/.." && pwd)
 harness=$root/bench/harness
 lua=$harness/oltp_counted.lua
-trireme=$root/target/release/trireme
+trireme=${TRIREME_CLI:-$root/target/release/trireme}
 mariadbd=/usr/sbin/mariadbd
 
 quick=0

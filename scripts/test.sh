@@ -29,6 +29,8 @@ export TRIREME_TEST_PROVIDER="$PWD/target/debug/libtrireme.so"
 # Servers started with --sst-method trireme find wsrep_sst_trireme on their PATH, and
 # `cluster up --arbitrator` finds trireme-arbitrator there.
 export PATH="$PWD/target/debug:$PATH"
+# The benchmark harness's own test runs bench/run.sh with this build too.
+export TRIREME_CLI="$PWD/target/debug/trireme"
 
 echo "==> cargo test"
 cargo test --workspace

@@ -3,8 +3,8 @@
 //! and checks that `report.md` has numbers, not "n/a", for both.
 //!
 //! It needs what the harness needs: root (the servers run as the user `trireme`), MariaDB
-//! 10.11, Galera 4 and sysbench (scripts/setup.sh), and the release builds of the provider
-//! and the CLI, which it builds when they are missing. It takes about a minute.
+//! 10.11, Galera 4 and sysbench (scripts/setup.sh), and builds of the provider and the CLI
+//! (see `builds_under_test`). It takes about a minute.
 
 #![allow(clippy::disallowed_methods)] // a shell test: real processes and the wall clock
 
@@ -21,6 +21,29 @@ fn workspace_root() -> PathBuf {
         .parent()
         .expect("bench/ lies inside the workspace")
         .to_path_buf()
+}
+
+/// The provider and the `trireme` program the harness runs: `TRIREME_TEST_PROVIDER` and
+/// `TRIREME_CLI` when both are set (scripts/test.sh points them at the build every other
+/// test uses, so that a test run compiles nothing twice), else the release builds, built when
+/// missing.
+fn builds_under_test(root: &Path) -> (PathBuf, PathBuf) {
+    if let (Some(provider), Some(cli)) = (
+        std::env::var_os("TRIREME_TEST_PROVIDER"),
+        std::env::var_os("TRIREME_CLI"),
+    ) {
+        let (provider, cli) = (PathBuf::from(provider), PathBuf::from(cli));
+        for file in [&provider, &cli] {
+            assert!(file.is_file(), "{} is missing", file.display());
+        }
+        return (provider, cli);
+    }
+    ensure_release_builds(root);
+    let release = root.join("target/release");
+    (
+        release.join(RELEASE_FILES[0]),
+        release.join(RELEASE_FILES[1]),
+    )
 }
 
 fn ensure_release_builds(root: &Path) {
@@ -79,7 +102,7 @@ fn quick_write_on_node1_reports_numbers_for_both_providers() {
         "{GALERA} is missing: run scripts/setup.sh to install MariaDB 10.11 and Galera 4"
     );
     let root = workspace_root();
-    ensure_release_builds(&root);
+    let (provider, cli) = builds_under_test(&root);
     let out = std::env::temp_dir().join(format!("trireme-bench-harness-{}", std::process::id()));
     let _ = fs::remove_dir_all(&out);
 
@@ -88,6 +111,9 @@ fn quick_write_on_node1_reports_numbers_for_both_providers() {
     let result = Command::new("timeout")
         .arg("900")
         .arg(root.join("bench/run.sh"))
+        .env("TRIREME_CLI", &cli)
+        .arg("--provider-a")
+        .arg(&provider)
         .args(["--quick", "--only", "write-node1", "--seconds", "10"])
         .args(["--base-port-a", "28300", "--base-port-b", "29300"])
         .args(["--base-port-c", "30300", "--out"])
