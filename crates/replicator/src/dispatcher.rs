@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use base::Seqno;
 use group::Delivery;
+use transport::RunnerHandle;
 use writeset::Bytes;
 
 use crate::app::LogLevel;
@@ -154,13 +155,9 @@ fn tick(shared: &Arc<Shared>) {
         .as_ref()
         .map_or(Seqno::UNDEFINED, |m| m.apply.last_left());
     let runner = lock(&shared.inner).runner.clone();
-    let (primary, membership) = match &runner {
-        Some(runner) => {
-            let status = runner.status();
-            (status.primary, status.saved_membership)
-        }
-        None => (false, None),
-    };
+    let (primary, membership) = runner
+        .as_ref()
+        .map_or((false, None), RunnerHandle::primary_and_saved_membership);
     let now = shared.now();
     let floor = shared.with_engine(|engine| {
         engine.tick(now, committed, primary, membership);

@@ -224,14 +224,20 @@ impl EventLoop {
                 .set_waiting_to_send(self.node.write_sets_waiting_to_send());
             self.tickets.watch_identity(self.node.me().raft_id);
             self.send(outgoing);
-            let delivered = !deliveries.is_empty();
+            // Write-sets come by the thousand a second; building the status (member rows,
+            // counters, names) for each poll that hands one out cost more than its readers
+            // need. They read it at most one tick old; any other delivery (a view, a state
+            // transfer, the end) refreshes it at once.
+            let news = deliveries
+                .iter()
+                .any(|delivery| !matches!(delivery, Delivery::WriteSet { .. }));
             for mut delivery in deliveries {
                 self.tickets.translate(&mut delivery);
                 self.hand_over(delivery);
             }
             // A rejoin's `Abandoned` comes in the first poll after it, or not at all.
             self.tickets.retired = None;
-            if ticked || delivered {
+            if ticked || news {
                 *self.shared.status() = self.node.status();
             }
         }

@@ -368,6 +368,14 @@ impl RunnerHandle {
         self.shared.status().clone()
     }
 
+    /// From the same status, only whether the member is in a primary component and what to
+    /// save to come back as it after a crash: what a tick after every delivery needs,
+    /// without copying the member rows and counters of the whole status each time.
+    pub fn primary_and_saved_membership(&self) -> (bool, Option<group::restart::SavedMembership>) {
+        let status = self.shared.status();
+        (status.primary, status.saved_membership.clone())
+    }
+
     /// Local write-sets submitted and not yet wholly sent to the leader, as of the event
     /// loop's last poll: Galera's send queue (flow control holds them, mostly).
     pub fn write_sets_waiting_to_send(&self) -> u64 {
