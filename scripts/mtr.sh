@@ -162,7 +162,7 @@ run_provider() {
   case "$provider" in
     trireme)
       [ -f "$trireme_lib" ] \
-        || die "$trireme_lib is missing: cargo build --release -p provider"
+        || die "$trireme_lib is missing: cargo build --release -p provider, or point TRIREME_TEST_PROVIDER at a build"
       lib="$work/lib/libtrireme.so" ;;
     galera)
       [ -f "$GALERA_LIB" ] || die "$GALERA_LIB is missing: scripts/install-deps.sh"

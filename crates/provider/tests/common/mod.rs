@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-/// The library under test: `TRIREME_TEST_PROVIDER` if set (CI sets it to the release build,
-/// which the real-MariaDB tests load too, so that a run builds the library once), else the
-/// one `cargo build -p provider` left next to the test binaries' directory.
+/// The library under test: `TRIREME_TEST_PROVIDER` if set (scripts/test.sh sets it to the
+/// build every test of the run loads, the real-MariaDB ones and MTR too), else the one
+/// `cargo build -p provider` left next to the test binaries' directory.
 pub(crate) fn library_path() -> PathBuf {
     let path = std::env::var_os("TRIREME_TEST_PROVIDER").map_or_else(
         || {
