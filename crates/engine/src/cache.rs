@@ -64,6 +64,11 @@ pub trait ActionStore: Send {
         body.extend_from_slice(rest);
         self.append(seqno, kind, &body)
     }
+    /// Writes the records appended since the last call, if the store held them back to
+    /// write several at once; after it returns, a process crash loses none of them.
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     /// The record for `seqno`: its kind and body, `None` when not held.
     fn get(&self, seqno: Seqno) -> Result<Option<(u8, Vec<u8>)>, String>;
     /// Never purges `floor` or anything after it (`None`: purge as usual).
@@ -133,6 +138,11 @@ impl ActionCache {
         }
         // The body of `Action::cache_body`, in its two pieces.
         store.append_split(seqno, kind as u8, &depends_on.to_le_bytes(), payload)
+    }
+
+    /// Writes what the store gathered since the last flush (see [`ActionStore::flush`]).
+    pub fn flush(&mut self) -> Result<(), String> {
+        self.store.as_mut().map_or(Ok(()), |store| store.flush())
     }
 
     /// Drops what is cached past `position`, the server's committed position at start:

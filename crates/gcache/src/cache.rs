@@ -24,8 +24,10 @@ mod past_page_cache;
 mod placement;
 mod reading;
 mod retention;
+mod write_behind;
 
 use past_page_cache::PastPageCache;
+use write_behind::WriteBehind;
 
 /// Payloads up to this size are copied behind their header and written in one call; larger
 /// ones are written in place after it.
@@ -147,6 +149,8 @@ pub struct Gcache {
     scratch: Vec<u8>,
     /// Writes large payloads past the page cache.
     past_page_cache: PastPageCache,
+    /// The newest small ring records, not written yet.
+    write_behind: WriteBehind,
 }
 
 impl fmt::Debug for Gcache {
@@ -203,6 +207,7 @@ impl Gcache {
             protected_dropped: 0,
             scratch: Vec::new(),
             past_page_cache: PastPageCache::default(),
+            write_behind: WriteBehind::default(),
             config,
         };
         let path = cache.ring_path.display().to_string();
@@ -305,6 +310,8 @@ impl Gcache {
     /// cache. Truncating the ring to zero before restoring its length is what makes the
     /// stale records unrecoverable, without writing the whole file.
     fn reinitialise(&mut self) -> Result<(), GcacheError> {
+        // Every record goes, the gathered ones too: writing them now would bring them back.
+        self.write_behind.discard();
         for page in self.pages.values_mut() {
             page.writer = None;
         }
@@ -416,9 +423,10 @@ impl Gcache {
         self.trim()
     }
 
-    /// Writes a record at its place. A small record goes out in one write from the scratch
-    /// buffer; a large one as its header and then the payload in place, so that it is not
-    /// copied into (and does not leave) a buffer as large as itself.
+    /// Writes a record at its place. A small ring record is gathered with the newest ones
+    /// and written with them (see [`Gcache::flush`]); a small page record goes out in one
+    /// write from the scratch buffer; a large one as its header and then the payload in
+    /// place, so that it is not copied into (and does not leave) a buffer as large as itself.
     fn write_record(
         &mut self,
         record: &NewRecord,
@@ -440,6 +448,14 @@ impl Gcache {
         self.scratch.extend_from_slice(head);
         if !separate_payload {
             self.scratch.extend_from_slice(payload);
+            if loc == Loc::Ring {
+                return self.gather(record.seqno, offset, aligned_len(record.len));
+            }
+        }
+        // Anything written straight to the files comes after what was gathered.
+        if let Err(error) = self.flush() {
+            self.forget_new_page(loc);
+            return Err(error);
         }
         let (file, path) = match loc {
             Loc::Ring => (&self.ring, &self.ring_path),
@@ -459,14 +475,19 @@ impl Gcache {
         }
         let written = written.map_err(|e| GcacheError::io(path, e));
         if written.is_err() {
-            if let Loc::Page(id) = loc {
-                if self.pages[&id].live == 0 {
-                    // A page created for this record and nothing else: do not leak it.
-                    let _ = self.remove_page(id);
-                }
-            }
+            self.forget_new_page(loc);
         }
         written
+    }
+
+    /// After a failed write: removes the page if it was created for that record alone, so
+    /// that it does not leak.
+    fn forget_new_page(&mut self, loc: Loc) {
+        if let Loc::Page(id) = loc {
+            if self.pages.get(&id).is_some_and(|page| page.live == 0) {
+                let _ = self.remove_page(id);
+            }
+        }
     }
 
     /// Takes a written record into the ring's queue or its page, and into the index.
@@ -614,6 +635,23 @@ impl Gcache {
         }
         if self.ring_q.is_empty() {
             assert_eq!(self.head, FILE_HEADER_LEN);
+        }
+        if let Some(end) = self.write_behind.end() {
+            // Purging is oldest first: while any ring record is left, the newest gathered
+            // one is the ring's newest, and the next ring record goes right after it.
+            assert!(
+                self.ring_q.is_empty() || end == self.head,
+                "gathered records end at the head"
+            );
+            assert!(end <= self.ring_end);
+        }
+    }
+}
+
+impl Drop for Gcache {
+    fn drop(&mut self) {
+        if let Err(error) = self.flush() {
+            tracing::warn!(%error, "gcache lost its newest records when it closed");
         }
     }
 }

@@ -77,8 +77,10 @@
 //! # Durability
 //!
 //! Like Galera's, this cache is not durable: appends are plain positional writes, never
-//! synced, so after a power loss (not after a mere process crash) the newest records may be
-//! missing or torn. Recovery copes with that by keeping only verified records, so the worst
+//! synced, so after a power loss the newest records may be missing or torn. Small ring
+//! records are gathered in memory and written together at [`Gcache::flush`] (or sooner,
+//! see there), so a process crash loses what was appended since the owner last flushed;
+//! the replicator flushes after each batch it caches, before its thread goes on. Recovery copes with that by keeping only verified records, so the worst
 //! case is a shorter cache, never a wrong record. The database, not the cache, is the
 //! node's durable state.
 //!

@@ -56,6 +56,10 @@ impl ActionStore for GcacheStore {
             .map_err(|e| e.to_string())
     }
 
+    fn flush(&mut self) -> Result<(), String> {
+        self.0.flush().map_err(|e| e.to_string())
+    }
+
     fn get(&self, seqno: Seqno) -> Result<Option<(u8, Vec<u8>)>, String> {
         let record = self.0.get(seqno).map_err(|e| e.to_string())?;
         Ok(record.map(|r| (r.kind, r.payload)))

@@ -8,6 +8,10 @@ impl Gcache {
         let Some(entry) = self.entry(seqno) else {
             return Ok(None);
         };
+        if let Some(bytes) = self.write_behind.holds(entry) {
+            return verify_record(bytes.to_vec(), &self.ring_path, self.seed, seqno, entry)
+                .map(Some);
+        }
         match entry.loc {
             Loc::Ring => read_record(&self.ring, &self.ring_path, self.seed, seqno, entry),
             Loc::Page(id) => {
@@ -64,6 +68,9 @@ impl RangeReader<'_> {
         let entry = cache
             .entry(seqno)
             .expect("the range was checked and the cache is borrowed");
+        if let Some(bytes) = cache.write_behind.holds(entry) {
+            return verify_record(bytes.to_vec(), &cache.ring_path, cache.seed, seqno, entry);
+        }
         match entry.loc {
             Loc::Ring => read_record(&cache.ring, &cache.ring_path, cache.seed, seqno, entry),
             Loc::Page(id) => {
@@ -112,18 +119,36 @@ fn read_record(
     seqno: Seqno,
     entry: &Entry,
 ) -> Result<Record, GcacheError> {
-    let corrupt = |reason: String| {
-        tracing::warn!(seqno = seqno.0, file = %path.display(), %reason, "gcache read a corrupt record");
-        GcacheError::Corrupt { seqno, reason }
-    };
     let mut buf = vec![0u8; RECORD_HEADER_LEN + entry.len as usize];
     if let Err(e) = file.read_exact_at(&mut buf, entry.offset) {
         return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
-            corrupt("record extends past the end of its file".to_owned())
+            corrupt(
+                path,
+                seqno,
+                "record extends past the end of its file".to_owned(),
+            )
         } else {
             GcacheError::io(path, e)
         });
     }
+    verify_record(buf, path, seed, seqno, entry)
+}
+
+fn corrupt(path: &Path, seqno: Seqno, reason: String) -> GcacheError {
+    tracing::warn!(seqno = seqno.0, file = %path.display(), %reason, "gcache read a corrupt record");
+    GcacheError::Corrupt { seqno, reason }
+}
+
+/// Checks the bytes of the record the index says is at `entry` (its header, then the
+/// payload, as read from `path` or still gathered for it) and returns it.
+fn verify_record(
+    mut buf: Vec<u8>,
+    path: &Path,
+    seed: u32,
+    seqno: Seqno,
+    entry: &Entry,
+) -> Result<Record, GcacheError> {
+    let corrupt = |reason: String| corrupt(path, seqno, reason);
     let Some(header) = RecordHeader::parse(&buf) else {
         return Err(corrupt(format!(
             "no record header at offset {}",

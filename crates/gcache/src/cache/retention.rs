@@ -185,6 +185,8 @@ impl Gcache {
     /// (a restarted node whose database is behind what it had cached). If nothing is
     /// left, the next append may carry any seqno.
     pub fn truncate_after(&mut self, seqno: Seqno) -> Result<(), GcacheError> {
+        // The magic erasures below must land after the gathered records, not under them.
+        self.flush()?;
         let mut touched_pages = Vec::new();
         let mut dropped = 0u64;
         while self.seqno_max().is_some_and(|max| max > seqno) {

@@ -27,6 +27,8 @@ enum Op {
     },
     /// Close and reopen the cache.
     Reopen,
+    /// Flush, then open a copy of the files as a process crash would leave them.
+    FlushAndCopy,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -39,6 +41,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => proptest::option::of(0i64..60).prop_map(Op::Floor),
         1 => (0u64..5000).prop_map(|advance_ms| Op::Release { advance_ms }),
         1 => Just(Op::Reopen),
+        1 => Just(Op::FlushAndCopy),
     ]
 }
 
@@ -220,6 +223,20 @@ fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Release { advance_ms } => {
                 model.now += advance_ms * 1_000_000;
                 cache.release(model.now).expect("release");
+            }
+            Op::FlushAndCopy => {
+                cache.flush().expect("flush");
+                let copy = tempfile::tempdir().expect("tempdir");
+                for entry in std::fs::read_dir(dir.path()).expect("list") {
+                    let path = entry.expect("entry").path();
+                    let name = path.file_name().expect("name");
+                    std::fs::copy(&path, copy.path().join(name)).expect("copy");
+                }
+                let crashed = Gcache::open(configure(copy.path(), &setup), history(1))
+                    .expect("open the copy");
+                // Nothing appended before the flush is lost to a crash after it.
+                prop_assert_eq!(crashed.seqno_max(), cache.seqno_max());
+                prop_assert!(crashed.seqno_min() <= cache.seqno_min());
             }
             Op::Reopen => {
                 let before = (cache.seqno_min(), cache.seqno_max());

@@ -1,7 +1,8 @@
 //! Behaviour of a running cache.
 
-use std::fs::OpenOptions;
+use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 use base::Seqno;
 use tracing::Level;
@@ -495,7 +496,8 @@ fn a_damaged_record_is_an_error_not_a_result() {
     for seqno in 1..=20 {
         put(&mut cache, seqno, 500);
     }
-    // Damage the payload of seqno 5 behind the cache's back.
+    // Damage the payload of seqno 5 behind the cache's back, once it is in the file.
+    cache.flush().expect("flush");
     let ring = OpenOptions::new()
         .write(true)
         .open(dir.path().join("galera.cache"))
@@ -542,4 +544,65 @@ fn configuration_is_validated() {
     assert_eq!(defaults.name, "galera.cache");
     assert!(defaults.recover);
     assert!(defaults.validate().is_ok());
+}
+
+/// Opens a copy of the cache's files, as a restart after a process crash would find them,
+/// and returns the newest seqno it recovers.
+fn newest_in_a_copy(dir: &Path) -> Option<Seqno> {
+    let copy = tempfile::tempdir().expect("tempdir");
+    for entry in fs::read_dir(dir).expect("list") {
+        let path = entry.expect("entry").path();
+        fs::copy(&path, copy.path().join(path.file_name().expect("name"))).expect("copy");
+    }
+    let recovered = open(small_config(copy.path()));
+    recovered.seqno_max()
+}
+
+#[test]
+fn small_records_are_read_back_at_once_and_reach_the_file_at_flush() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cache = open(small_config(dir.path()));
+    put(&mut cache, 1, 500);
+    cache.flush().expect("flush");
+    for seqno in 2..=20 {
+        put(&mut cache, seqno, 500);
+    }
+    // Gathered, not yet written: readers see them all the same.
+    let record = cache.get(Seqno(7)).expect("get").expect("cached");
+    assert_eq!(record.payload, payload(7, 500));
+    let read: Vec<_> = cache
+        .read_range(Seqno(1), Seqno(20))
+        .expect("range")
+        .map(|r| r.expect("verifies").seqno.0)
+        .collect();
+    assert_eq!(read, (1..=20).collect::<Vec<_>>());
+    assert_eq!(
+        newest_in_a_copy(dir.path()),
+        Some(Seqno(1)),
+        "records appended since the last flush are gathered in memory"
+    );
+    cache.flush().expect("flush");
+    assert_eq!(newest_in_a_copy(dir.path()), Some(Seqno(20)));
+    // A large record is written at once, after what was gathered before it.
+    put(&mut cache, 21, 300);
+    put(&mut cache, 22, 70_000);
+    assert_eq!(newest_in_a_copy(dir.path()), Some(Seqno(22)));
+}
+
+#[test]
+fn truncating_gathered_records_keeps_them_from_coming_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cache = open(small_config(dir.path()));
+    for seqno in 1..=30 {
+        put(&mut cache, seqno, 400);
+    }
+    cache.truncate_after(Seqno(25)).expect("truncate");
+    cache.assert_invariants();
+    assert_eq!(cache.seqno_max(), Some(Seqno(25)));
+    put(&mut cache, 26, 900);
+    drop(cache);
+    let reopened = open(small_config(dir.path()));
+    assert_eq!(reopened.seqno_max(), Some(Seqno(26)));
+    let record = reopened.get(Seqno(26)).expect("get").expect("cached");
+    assert_eq!(record.payload, payload(26, 900));
 }
