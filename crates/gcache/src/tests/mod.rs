@@ -31,6 +31,17 @@ pub(crate) fn small_config(dir: &Path) -> GcacheConfig {
     config
 }
 
+/// A copy of every file in `dir`: what a restart would find if the process died now.
+pub(crate) fn copy_of_files(dir: &Path) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().expect("tempdir");
+    for entry in std::fs::read_dir(dir).expect("list") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name");
+        std::fs::copy(&path, copy.path().join(name)).expect("copy");
+    }
+    copy
+}
+
 /// Bytes that differ per seqno and per length, so a record read from the wrong place or
 /// with the wrong length cannot pass for the right one.
 pub(crate) fn payload(seqno: i64, len: usize) -> Vec<u8> {

@@ -226,12 +226,7 @@ fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::FlushAndCopy => {
                 cache.flush().expect("flush");
-                let copy = tempfile::tempdir().expect("tempdir");
-                for entry in std::fs::read_dir(dir.path()).expect("list") {
-                    let path = entry.expect("entry").path();
-                    let name = path.file_name().expect("name");
-                    std::fs::copy(&path, copy.path().join(name)).expect("copy");
-                }
+                let copy = copy_of_files(dir.path());
                 let crashed = Gcache::open(configure(copy.path(), &setup), history(1))
                     .expect("open the copy");
                 // Nothing appended before the flush is lost to a crash after it.

@@ -1,6 +1,6 @@
 //! Behaviour of a running cache.
 
-use std::fs::{self, OpenOptions};
+use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -549,11 +549,7 @@ fn configuration_is_validated() {
 /// Opens a copy of the cache's files, as a restart after a process crash would find them,
 /// and returns the newest seqno it recovers.
 fn newest_in_a_copy(dir: &Path) -> Option<Seqno> {
-    let copy = tempfile::tempdir().expect("tempdir");
-    for entry in fs::read_dir(dir).expect("list") {
-        let path = entry.expect("entry").path();
-        fs::copy(&path, copy.path().join(path.file_name().expect("name"))).expect("copy");
-    }
+    let copy = copy_of_files(dir);
     let recovered = open(small_config(copy.path()));
     recovered.seqno_max()
 }
