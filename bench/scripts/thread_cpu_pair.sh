@@ -2,38 +2,43 @@
 # Where the CPU goes, by thread, for two providers side by side: two 3-node clusters on
 # loopback (A on base port 27300, B on 28300), both up for the whole run, sysbench
 # oltp_write_only (8 tables x 10,000 rows) with THREADS client threads spread over the
-# nodes, REPS alternating pairs of SECONDS each (A first in odd pairs, B first in even).
+# nodes (or on node 1 with --node1), APPLIERS appliers per node (wsrep_slave_threads, 2 as in
+# bench/run.sh), REPS alternating pairs of SECONDS each (A first in odd pairs, B first in even).
 # Around every run it reads each mariadbd thread's CPU time, context switches and time
 # runnable but waiting for a core from /proc/<pid>/task/*, and bench/harness/thread_cpu.py
 # sums them per thread name (the provider's threads are named trireme-*) per committed
 # transaction.
 #
 # Usage: bench/scripts/thread_cpu_pair.sh PROVIDER_A PROVIDER_B [--reps N] [--seconds N]
-#                                         [--threads N] [--out DIR]
+#                                         [--threads N] [--appliers N] [--node1]
+#                                         [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 [ $# -ge 2 ] || { sed -n '2,11p' "$0" >&2; exit 2; }
 declare -A provider=([A]=$(realpath "$1") [B]=$(realpath "$2"))
 shift 2
-reps=4 seconds=20 threads=8 out=""
+reps=4 seconds=20 threads=8 appliers=2 spread=yes out=""
 while [ $# -gt 0 ]; do
   case $1 in
     --reps) reps=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --appliers) appliers=$2; shift 2 ;;
+    --node1) spread=no; shift ;;
     --out) out=$2; shift 2 ;;
     *) echo "thread_cpu_pair.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-case "$reps$seconds$threads" in
-  *[!0-9]*) echo "thread_cpu_pair.sh: --reps, --seconds and --threads take whole numbers" >&2
+case "$reps$seconds$threads$appliers" in
+  *[!0-9]*) echo "thread_cpu_pair.sh: --reps, --seconds, --threads and --appliers take whole" \
+              "numbers" >&2
             exit 2 ;;
 esac
 command -v sysbench >/dev/null || apt-get install -y sysbench >/dev/null
 
 . bench/scripts/pair_clusters.sh
-pair_clusters_up threads
+pair_clusters_up threads "wsrep_slave_threads=$appliers"
 
 # One line per thread of the side's servers: node, tid, name, CPU ticks, voluntary and
 # involuntary context switches, then nanoseconds on the CPU and waiting for one (schedstat:
@@ -59,7 +64,8 @@ for rep in $(seq 1 "$reps"); do
   order="A B"
   [ $((rep % 2)) = 0 ] && order="B A"
   for side in $order; do
-    sockets="$work/$side/node1/mysqld.sock,$work/$side/node2/mysqld.sock,$work/$side/node3/mysqld.sock"
+    sockets="$work/$side/node1/mysqld.sock"
+    [ "$spread" = yes ] && sockets+=",$work/$side/node2/mysqld.sock,$work/$side/node3/mysqld.sock"
     snapshot "$side" > "$out/$side-r$rep.before"
     timeout $((seconds + 120)) sysbench oltp_write_only "${common[@]}" --threads="$threads" \
       --mysql-socket="$sockets" --time="$seconds" --report-interval=0 \

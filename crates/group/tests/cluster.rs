@@ -430,6 +430,50 @@ fn flow_triggers_are_the_queue_lengths_that_change_the_member_s_wish() {
     assert_eq!(cluster.node(1).flow_triggers().stop_above, Some(stop_above));
 }
 
+/// A queue that drained before its stop was ordered: the resume goes right behind the stop,
+/// so the group is paused for no time at all instead of for the round the resume would
+/// take once the stop was ordered.
+#[test]
+fn a_resume_follows_a_stop_still_on_its_way_without_waiting_for_it_to_be_ordered() {
+    let mut cluster = Cluster::new(3);
+    for index in 0..3 {
+        cluster.node(index).set_local_state(NodeState::Synced);
+    }
+    cluster.run(10);
+    let leader = (0..3).find(|&i| cluster.node(i).is_leader()).unwrap();
+    let stopper = (0..3).find(|&i| i != leader).unwrap();
+    let now = Nanos(cluster.now);
+    cluster.node(stopper).report_apply_queue(100);
+    let (stop, _) = cluster.node(stopper).poll(now);
+    assert!(!stop.is_empty(), "the stop goes out");
+    cluster.node(stopper).report_apply_queue(0);
+    let (resume, _) = cluster.node(stopper).poll(now);
+    assert_eq!(
+        resume.len(),
+        1,
+        "the resume goes before the stop is ordered"
+    );
+    for message in stop.iter().chain(&resume) {
+        let to = (0..3).find(|&i| address(i) == message.address).unwrap();
+        let _ = cluster.inject(to, &message.bytes);
+    }
+    let name = format!("node{stopper}");
+    for index in 0..3 {
+        let status = cluster.node(index).status();
+        assert_eq!(status.flow.pauses_by.get(&name), Some(&1), "node {index}");
+        assert!(!status.paused, "node {index}: resumed");
+        assert_eq!(status.flow.paused_ns, 0, "node {index}: paused for no time");
+    }
+    cluster.run(10);
+    let status = cluster.node(stopper).status();
+    assert_eq!(status.flow.sent, 1, "one stop, as Galera counts them");
+    assert!(!status.stop_requested);
+    assert!(
+        !cluster.node(leader).status().paused,
+        "and no repeat stops it again"
+    );
+}
+
 #[test]
 fn a_member_that_may_not_pause_the_group_has_no_flow_trigger_until_it_may() {
     let mut cluster = Cluster::new(3);

@@ -33,6 +33,11 @@ impl<T> Default for LastSent<T> {
 }
 
 impl<T: PartialEq + Copy> LastSent<T> {
+    /// The last value sent, if any.
+    pub(super) fn last(&self) -> Option<T> {
+        self.0.map(|(value, _)| value)
+    }
+
     /// True (and recorded as sent) if `value` differs from the last one sent, or the last
     /// send is `every_ticks` old.
     pub(super) fn due(&mut self, value: T, tick: u64, every_ticks: u64) -> bool {
@@ -93,10 +98,7 @@ impl GroupNode {
                 wanted.push(Control::Weight(me, weight));
             }
         }
-        let stopped = self.state.paused_by.contains(&me);
-        if self.flow.stop_wanted != stopped
-            && self.pacing.flow.due(self.flow.stop_wanted, tick, resend)
-        {
+        if self.flow_wish_due(tick, resend) {
             wanted.push(if self.flow.stop_wanted {
                 Control::FlowStop(me)
             } else {
@@ -132,6 +134,22 @@ impl GroupNode {
                 self.send_to_leader(&WireMessage::Control(control));
             }
         }
+    }
+
+    /// Whether this member's flow-control wish must go to the group now (and, if so, it is
+    /// recorded as sent). A wish the group state does not show goes at once if it changed,
+    /// and is repeated after `resend` ticks. A wish the state already shows goes too when
+    /// the last one sent was its opposite: that one is still on its way to be ordered. A
+    /// queue that crossed the limit for a moment has usually drained before its stop is
+    /// ordered; sending the resume right behind it, instead of once the stop is ordered,
+    /// makes the pause last the gap between the two entries rather than a round through
+    /// the leader. (Both go to the leader in order and it orders them in that order; were
+    /// they ever swapped, the repeat after `resend` lifts the stop.)
+    fn flow_wish_due(&mut self, tick: u64, resend: u64) -> bool {
+        let wish = self.flow.stop_wanted;
+        let shown = self.state.paused_by.contains(&self.me.raft_id);
+        let opposite_on_its_way = self.pacing.flow.last() == Some(!wish);
+        (wish != shown || opposite_on_its_way) && self.pacing.flow.due(wish, tick, resend)
     }
 
     /// Reports the node's last committed seqno (its part of the commit cut).
