@@ -32,7 +32,7 @@ pub struct FlowTriggers {
 /// Flow control as this member sees it.
 #[derive(Default)]
 pub(super) struct FlowControl {
-    /// Ordered-but-not-committed actions, as the server last reported them.
+    /// Ordered actions no applier has taken yet (Galera's recv queue), as last reported.
     pub(super) apply_queue_len: u64,
     /// Whether this member wants the group paused for its queue.
     pub(super) stop_wanted: bool,
@@ -58,7 +58,7 @@ fn names_of(node: &GroupNode, members: &BTreeSet<u64>) -> Vec<String> {
 }
 
 impl GroupNode {
-    /// Reports the node's queue of ordered-but-not-committed actions, for flow control.
+    /// Reports the node's queue of ordered actions no applier has taken yet, for flow control.
     pub fn report_apply_queue(&mut self, queued: u64) {
         self.flow.apply_queue_len = queued;
     }
