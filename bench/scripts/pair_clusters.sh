@@ -37,4 +37,6 @@ pair_clusters_down() {
     "$trireme" cluster down --dir "$work/$side" >/dev/null 2>&1 || true
   done
   rm -rf "$work/A" "$work/B"
+  # Gone unless the results were left in it (no --out).
+  rmdir "$work" 2>/dev/null || true
 }

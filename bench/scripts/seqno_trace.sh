@@ -44,6 +44,8 @@ cluster=$work/c
 cleanup() {
   "$trireme" cluster down --dir "$cluster" >/dev/null 2>&1 || true
   rm -rf "$cluster"
+  # Gone unless the timelines were left in it (no --out).
+  rmdir "$work" 2>/dev/null || true
 }
 trap cleanup EXIT
 
