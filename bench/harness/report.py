@@ -832,20 +832,22 @@ def sst_section(add, path, number):
     add(f"One 3-node cluster on {provider_name(run.get('provider', '?'))}, "
         f"{run.get('tables', '?')} sysbench "
         f"tables of {run.get('table_size', '?')} rows, the SST methods one after another "
-        "(wsrep_sst_method switched at runtime). Node 3 is stopped and its datadir "
-        "emptied (a brand-new member: no saved position, so no IST), oltp_write_only runs "
-        "on node 1 (4 threads, unthrottled), the page cache is dropped, then node 3 is "
-        "started. Seconds from `trireme cluster start 3` until node 3 is Synced (polled "
-        "every 0.2 s); MB/s = node 1's datadir / those seconds (MB = 10^6 bytes); tps = "
-        "median of node 1's 1-s reports in the 10 s before the start and during the "
-        f"transfer; donor requested: {'any' if donor in ('', 'any') else donor}. "
+        "(wsrep_sst_method switched at runtime). oltp_write_only runs on node 1 (4 "
+        "threads, unthrottled); after 10 s node 3 is stopped and its datadir emptied (a "
+        "brand-new member: no saved position, so no IST), 10 s later the page cache is "
+        "dropped and node 3 is started. Seconds from `trireme cluster start 3` until node 3 "
+        "is Synced (polled every 0.2 s); MB/s = node 1's datadir / those seconds (MB = 10^6 "
+        "bytes); tps = median of node 1's 1-s reports in the 10 s before the start (node 3 "
+        "lost) and during the transfer; the whole cluster = the first 10 s, with node 3 "
+        "Synced (on one machine its applying costs the donor's clients CPU too); donor "
+        f"requested: {'any' if donor in ('', 'any') else donor}. "
         "Checksums: after the load, `trireme cluster compare` of every table on the three "
         "nodes at rest (all Synced at one unchanging seqno, then CHECKSUM TABLE). "
         "Command: `bench/scripts/sst_pair.sh`.")
     add("")
     add("| method | result | seconds to Synced | datadir MB | MB/s | donor | tps before | "
-        "tps during | during/before | checksums equal |")
-    add("|---|---|---:|---:|---:|---|---:|---:|---:|---|")
+        "tps during | during/before | tps, whole cluster | during/whole | checksums equal |")
+    add("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|")
     for method in methods:
         f = figures[method]
         size = to_float(f.get("datadir_bytes"))
@@ -856,6 +858,8 @@ def sst_section(add, path, number):
             f"{fmt_num(to_float(f.get('tps_before')), 1)} | "
             f"{fmt_num(to_float(f.get('tps_during')), 1)} | "
             f"{fmt_ratio(to_float(f.get('tps_ratio')))} | "
+            f"{fmt_num(to_float(f.get('tps_full_cluster')), 1)} | "
+            f"{fmt_ratio(to_float(f.get('tps_ratio_full_cluster')))} | "
             f"{f.get('checksums_equal', 'n/a')} |")
     add("")
     catch_ups = [m for m in methods if "joined_to_synced_seconds" in figures[m]]
@@ -865,6 +869,12 @@ def sst_section(add, path, number):
             f"{fmt_num(to_float(f['joined_to_synced_seconds']), 2)} s, node 1's tps meanwhile "
             f"{fmt_num(to_float(f.get('tps_catching_up')), 1)} "
             f"({fmt_ratio(to_float(f.get('tps_catching_up_ratio')))} of before).")
+        add("")
+    for method in [m for m in methods if "tps_transferring" in figures[m]]:
+        f = figures[method]
+        add(f"{method}: from the start to JOINED (copy, preparation, the server's start), "
+            f"node 1's tps {fmt_num(to_float(f['tps_transferring']), 1)} "
+            f"({fmt_ratio(to_float(f.get('tps_transferring_ratio')))} of before).")
         add("")
     copies = [m for m in methods if "copy_mb_per_s" in figures[m]]
     for method in copies:

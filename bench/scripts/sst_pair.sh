@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Full state transfer (SST) under load, one SST method after another, in one run on this
 # machine. One 3-node cluster (on Trireme unless SST_PROVIDER says otherwise), the sysbench
-# tables prepared once on node 1; for each method, wsrep_sst_method is switched, node 3 is
-# stopped and its datadir emptied, then oltp_write_only (4 threads, unthrottled) runs on
-# node 1 while node 3 is started again and has to receive the whole datadir. Timed from `trireme
-# cluster start 3` until node 3 reports Synced (polled every 0.2 s); sysbench's 1-s reports
-# give node 1's tps in the 10 s before the start and during the transfer, and from node 3's
-# first JOINED poll until Synced (the catch-up; also timed, joined_to_synced_seconds). Once sysbench is
+# tables prepared once on node 1; for each method, wsrep_sst_method is switched and
+# oltp_write_only (4 threads, unthrottled) starts on node 1; 10 s later node 3 is stopped and
+# its datadir emptied, and 10 s after that node 3 is started again and has to receive the
+# whole datadir. Timed from `trireme cluster start 3` until node 3 reports Synced (polled every
+# 0.2 s); sysbench's 1-s reports give node 1's tps with the whole cluster, in the 10 s before
+# the start (node 3 lost), up to node 3's first JOINED poll (the transfer), during the transfer,
+# and from JOINED until Synced (the catch-up; also timed, joined_to_synced_seconds). Once sysbench is
 # stopped, `trireme cluster compare` compares the three nodes at rest (all Synced at one
 # unchanging seqno, then CHECKSUM TABLE; a difference names the first differing rows). Last, node 2 is stopped and its datadir copied with tar and
 # with cp: what the disk does here with no database in between, the ceiling a transfer could
@@ -19,6 +20,8 @@
 #   SST_DONOR      wsrep_sst_donor of node 3 (default node1, the loaded node, so that every
 #                  method is measured with the same donor; empty: the group picks)
 #   SST_TIMEOUT    seconds node 3 may take to become Synced (default 1800)
+#   SST_OPTIONS    settings for the [sst] group of every node's my.cnf, separated by ";"
+#                  (for example "parallel=2"; default none)
 #
 # Raw figures go to $TRIREME_BENCH_OUT (default bench-out)/sst.tsv, one line per measured
 # thing (subject, what, value; MB = 10^6 bytes), sysbench's output to sst-load-METHOD.txt, the
@@ -40,6 +43,7 @@ provider=${SST_PROVIDER:-$target/release/libtrireme.so}
 base_port=${SST_PORT:-28300}
 donor_pin=${SST_DONOR-node1}
 limit=${SST_TIMEOUT:-1800}
+sst_options=${SST_OPTIONS:-}
 # The trireme method runs wsrep_sst_trireme, which `trireme cluster` finds next to itself;
 # it is the `sst` package's binary, which building cli alone does not produce.
 packages=(-p provider -p cli)
@@ -57,6 +61,7 @@ record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$tsv"; }
 record run tables "$tables"
 record run table_size "$table_size"
 record run donor_pin "${donor_pin:-any}"
+record run sst_options "${sst_options:-none}"
 record run provider "$provider"
 
 now() { date +%s.%N; }
@@ -196,6 +201,14 @@ setup_cluster() { # first-method port
   if [ -n "$donor_pin" ]; then
     sed -i "s/^wsrep_sst_method=.*/&\nwsrep_sst_donor=$donor_pin/" "$c/node3/my.cnf"
   fi
+  if [ -n "$sst_options" ]; then
+    local f setting settings
+    for f in "$c"/node*/my.cnf; do
+      printf '\n[sst]\n' >> "$f"
+      IFS=';' read -ra settings <<< "$sst_options"
+      for setting in "${settings[@]}"; do echo "$setting" | xargs >> "$f"; done
+    done
+  fi
   # mariadb-backup and trireme log into the donor with these credentials.
   grep -q '^wsrep_sst_auth=' "$c/node3/my.cnf" \
     || sed -i "s/^wsrep_sst_method=.*/&\nwsrep_sst_auth=root:/" "$c"/node*/my.cnf
@@ -227,9 +240,6 @@ run_method() { # method
   # in before they first join: no grastate.dat, so no saved position (IST is impossible and
   # `cluster start` runs no --wsrep-recover), no gcache, no tables. The server starts on an
   # empty datadir as those nodes did; only a full transfer can give it the data.
-  step "$trireme" cluster stop 3 --dir "$c" || return 1
-  find "$c/node3/data" -mindepth 1 -delete
-
   local load_out=$out/sst-load-$method.txt t_load
   t_load=$(now)
   # Bounded by --time (the whole wait for node 3 and some slack), stopped by pid once node 3
@@ -238,6 +248,14 @@ run_method() { # method
     --time=$(( limit + 120 )) --report-interval=1 --mysql-ignore-errors=1213,1205 run \
     > "$load_out" 2>&1 &
   load_pid=$!
+  # The load runs first on the whole cluster (node 3 Synced), then on the two nodes left once
+  # node 3 is lost: on one machine the third server's applying costs the donor's clients CPU,
+  # so both are baselines for what the transfer costs them.
+  sleep 10
+  local t_full
+  t_full=$(now)
+  step "$trireme" cluster stop 3 --dir "$c" || return 1
+  find "$c/node3/data" -mindepth 1 -delete
   sleep 10
   if ! kill -0 "$load_pid" 2>/dev/null; then
     echo "$method: sysbench stopped early; see $load_out" >&2
@@ -314,6 +332,18 @@ run_method() { # method
   record "$method" tps_before "$before"
   record "$method" tps_during "$during"
   record "$method" tps_ratio "$(ratio_of "$during" "$before")"
+  local full
+  full=$(tps_median "$load_out" 0 "$(seconds_between "$t_load" "$t_full")")
+  record "$method" tps_full_cluster "$full"
+  record "$method" tps_ratio_full_cluster "$(ratio_of "$during" "$full")"
+  if [ -n "$t_joined" ]; then
+    # From the start to JOINED: the snapshot's copy, its preparation and the server's start.
+    local transferring
+    transferring=$(tps_median "$load_out" "$(seconds_between "$t_load" "$t_start")" \
+      "$(seconds_between "$t_load" "$t_joined")")
+    record "$method" tps_transferring "$transferring"
+    record "$method" tps_transferring_ratio "$(ratio_of "$transferring" "$before")"
+  fi
   if [ "$result" = synced ] && [ -n "$t_joined" ]; then
     local catching_up
     catching_up=$(tps_median "$load_out" "$(seconds_between "$t_load" "$t_joined")" \
@@ -395,6 +425,13 @@ for method in $methods; do
     "$(value "$method" donor)" "$(value "$method" tps_before)" \
     "$(value "$method" tps_during)" "$(value "$method" tps_ratio)" \
     "$(value "$method" checksums_equal)" "$(value "$method" cold)"
+done
+echo "donor tps: before = the 10 s before the start (node 3 lost); the whole cluster = the 10 s"
+echo "with node 3 Synced, before it was stopped; during = from the start to Synced (medians)"
+for method in $methods; do
+  echo "$method: the whole cluster $(value "$method" tps_full_cluster), during/whole" \
+    "$(value "$method" tps_ratio_full_cluster); up to JOINED $(value "$method" tps_transferring)" \
+    "($(value "$method" tps_transferring_ratio) of before)"
 done
 for method in $methods; do
   if [ "$(value "$method" joined_to_synced_seconds)" != nan ]; then
