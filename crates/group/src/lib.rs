@@ -44,6 +44,7 @@ pub use config::{
 };
 pub use node::{
     Delivery, FlowCounters, FlowTriggers, ForcedBootstrap, GroupNode, GroupStatus, MemberRow,
-    Outgoing, PauseLengths, ReceiveError, View, ViewMember, CHUNK_BYTES, PAUSE_BUCKET_BOUNDS_NS,
+    Outgoing, PauseLengths, ReceiveError, View, ViewMember, CHUNK_BYTES, FLOW_STOP_GRACE_NS,
+    PAUSE_BUCKET_BOUNDS_NS,
 };
 pub use state::{Contact, Control, GroupState, MemberInfo, NoDonor, StateRequest, Submission};

@@ -38,7 +38,7 @@ mod votes;
 mod weights;
 
 pub use delivery::{Delivery, Outgoing, View, ViewMember};
-pub use flow::FlowTriggers;
+pub use flow::{FlowTriggers, FLOW_STOP_GRACE_NS};
 pub use forced::ForcedBootstrap;
 pub use receive::ReceiveError;
 pub use status::{FlowCounters, GroupStatus, MemberRow, PauseLengths, PAUSE_BUCKET_BOUNDS_NS};

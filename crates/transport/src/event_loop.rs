@@ -182,10 +182,20 @@ impl EventLoop {
         (elapsed, Nanos(self.epoch.0.saturating_add(elapsed_ns)))
     }
 
+    /// When the member asked to be polled again before the next tick (the end of a
+    /// flow-control grace), as time since the loop's start.
+    fn member_deadline(&self) -> Option<Duration> {
+        let at = self.node.flow_deadline()?;
+        Some(Duration::from_nanos(at.0.saturating_sub(self.epoch.0)))
+    }
+
     pub(crate) fn run(mut self) {
         let mut next_tick = self.tick_interval;
         loop {
-            let wait = next_tick.saturating_sub(self.clock.elapsed());
+            let wake_at = self
+                .member_deadline()
+                .map_or(next_tick, |at| at.min(next_tick));
+            let wait = wake_at.saturating_sub(self.clock.elapsed());
             let mut stop = false;
             match self.events.recv_timeout(wait) {
                 Ok(event) => {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use base::{Nanos, NodeState, SYNCED_QUEUE_MAX};
 
+use super::flow::FLOW_STOP_AT_ONCE_LIMITS;
 use super::GroupNode;
 
 /// The catch-up of this member while it is JOINED.
@@ -44,6 +45,8 @@ pub(super) struct FlowLimits {
     pub(super) stop_above: u64,
     /// A queue at or below this lifts the stop.
     pub(super) resume_at_or_below: u64,
+    /// A queue longer than this asks for a stop at once, without the grace (`flow.rs`).
+    pub(super) stop_at_once_above: u64,
 }
 
 impl GroupNode {
@@ -56,16 +59,19 @@ impl GroupNode {
         let stop_above = self.config.fc_stop_above(members);
         let resume_at = self.config.fc_resume_at(members);
         debug_assert!(resume_at <= stop_above, "gcs.fc_factor is at most 1");
+        let at_once_margin = stop_above * FLOW_STOP_AT_ONCE_LIMITS;
         match self.flow.catch_up {
             None => FlowLimits {
                 stop_above,
                 resume_at_or_below: resume_at,
+                stop_at_once_above: stop_above + at_once_margin,
             },
             Some(catch_up) => {
                 let allowance = catch_up.allowance(self.now, self.config.catch_up_period);
                 FlowLimits {
                     stop_above: stop_above + allowance,
                     resume_at_or_below: resume_at.min(SYNCED_QUEUE_MAX) + allowance,
+                    stop_at_once_above: stop_above + allowance + at_once_margin,
                 }
             }
         }

@@ -67,9 +67,10 @@ impl GroupNode {
         if may_pause
             && !self.flow.stop_wanted
             && !self.paused_by_others()
-            && self.flow.apply_queue_len > limits.stop_above
+            && self.queue_wants_stop(&limits)
         {
             self.flow.stop_wanted = true;
+            self.flow.over_limit_since = None;
             self.flow.counters.sent += 1;
             if self.flow.catch_up.is_some() {
                 base::mark!("group.flow_stop_while_catching_up");
