@@ -117,3 +117,35 @@ fn a_queue_past_one_more_limit_pauses_the_group_at_once() {
     cluster.run(1);
     assert!(cluster.node(0).status().paused);
 }
+
+#[test]
+fn no_grace_runs_while_another_member_holds_the_group_stopped() {
+    let (mut cluster, member) = synced();
+    let other = (0..3).find(|&i| i != member).unwrap();
+    let start = cluster.now;
+    cluster.node(member).report_apply_queue(STOP_ABOVE + 1);
+    poll_and_send(&mut cluster, member, start);
+    assert!(
+        cluster.node(member).flow_deadline().is_some(),
+        "in its grace"
+    );
+    cluster.node(other).report_apply_queue(AT_ONCE_ABOVE + 1);
+    poll_and_send(&mut cluster, other, start + 1);
+    poll_and_send(&mut cluster, member, start + 2);
+    assert!(
+        cluster.node(member).status().paused,
+        "the other's stop holds"
+    );
+    assert_eq!(
+        cluster.node(member).flow_deadline(),
+        None,
+        "no stop could follow the grace now, so no poll is due"
+    );
+    poll_and_send(&mut cluster, member, start + FLOW_STOP_GRACE_NS);
+    assert!(!cluster.node(member).status().stop_requested);
+    cluster.node(other).report_apply_queue(0);
+    let status = |c: &Cluster, i: usize| c.nodes[i].as_ref().unwrap().status();
+    cluster.run_until(|c| !status(c, member).paused, 5);
+    // Still over the limit once the other resumed: its own grace, then its stop.
+    cluster.run_until(|c| status(c, member).stop_requested, 3);
+}

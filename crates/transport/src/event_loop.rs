@@ -192,10 +192,14 @@ impl EventLoop {
     pub(crate) fn run(mut self) {
         let mut next_tick = self.tick_interval;
         loop {
+            // A deadline already past would only spin the loop: the poll that passed it has
+            // acted on it.
+            let elapsed = self.clock.elapsed();
             let wake_at = self
                 .member_deadline()
+                .filter(|at| *at > elapsed)
                 .map_or(next_tick, |at| at.min(next_tick));
-            let wait = wake_at.saturating_sub(self.clock.elapsed());
+            let wait = wake_at.saturating_sub(elapsed);
             let mut stop = false;
             match self.events.recv_timeout(wait) {
                 Ok(event) => {

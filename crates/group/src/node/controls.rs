@@ -64,11 +64,13 @@ impl GroupNode {
         }
         let may_pause = self.may_pause_the_group();
         let limits = self.flow_limits();
-        if may_pause
-            && !self.flow.stop_wanted
-            && !self.paused_by_others()
-            && self.queue_wants_stop(&limits)
-        {
+        let may_ask_stop = may_pause && !self.flow.stop_wanted && !self.paused_by_others();
+        if !may_ask_stop {
+            // A grace runs only while a stop could follow it; a stale one would keep
+            // `flow_deadline` in the past and the loop polling without a pause.
+            self.flow.over_limit_since = None;
+        }
+        if may_ask_stop && self.queue_wants_stop(&limits) {
             self.flow.stop_wanted = true;
             self.flow.over_limit_since = None;
             self.flow.counters.sent += 1;

@@ -113,9 +113,10 @@ impl GroupNode {
     }
 
     /// When this member must be polled again for its flow-control wish: the end of the
-    /// grace of a queue over the stop limit, if it is in one (`None` otherwise).
+    /// grace of a queue over the stop limit, if it is in one and a stop could follow it
+    /// (`None` otherwise).
     pub fn flow_deadline(&self) -> Option<Nanos> {
-        if self.flow.stop_wanted {
+        if self.flow.stop_wanted || !self.may_pause_the_group() || self.paused_by_others() {
             return None;
         }
         self.flow
