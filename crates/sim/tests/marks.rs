@@ -115,6 +115,10 @@ const EXPECTED: &[(&str, &str)] = &[
         "a stop from a member neither SYNCED nor JOINED is ignored",
     ),
     (
+        "group.flow_grace_drained_without_a_stop",
+        "a queue over the flow-control limit drains within its grace: no pause",
+    ),
+    (
         "group.flow_stop_while_catching_up",
         "a JOINED member over its catch-up limit pauses the group",
     ),

@@ -132,7 +132,9 @@ impl GroupNode {
     pub(super) fn queue_wants_stop(&mut self, limits: &FlowLimits) -> bool {
         let queue = self.flow.apply_queue_len;
         if queue <= limits.stop_above {
-            self.flow.over_limit_since = None;
+            if self.flow.over_limit_since.take().is_some() {
+                base::mark!("group.flow_grace_drained_without_a_stop");
+            }
             return false;
         }
         let since = *self.flow.over_limit_since.get_or_insert(self.now);
