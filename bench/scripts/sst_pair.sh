@@ -203,9 +203,9 @@ setup_cluster() { # first-method port
   fi
   if [ -n "$sst_options" ]; then
     local f setting settings
+    IFS=';' read -ra settings <<< "$sst_options"
     for f in "$c"/node*/my.cnf; do
       printf '\n[sst]\n' >> "$f"
-      IFS=';' read -ra settings <<< "$sst_options"
       for setting in "${settings[@]}"; do echo "$setting" | xargs >> "$f"; done
     done
   fi
@@ -235,11 +235,6 @@ run_method() { # method
   done
   sed -i "s/^wsrep_sst_method=.*/wsrep_sst_method=$method/" "$c"/node*/my.cnf
 
-  # Forcing a full SST: node 3 becomes a brand-new member. Its datadir is emptied but kept
-  # (owner trireme, mode 0750), exactly the state `trireme cluster up` leaves nodes 2 and 3
-  # in before they first join: no grastate.dat, so no saved position (IST is impossible and
-  # `cluster start` runs no --wsrep-recover), no gcache, no tables. The server starts on an
-  # empty datadir as those nodes did; only a full transfer can give it the data.
   local load_out=$out/sst-load-$method.txt t_load
   t_load=$(now)
   # Bounded by --time (the whole wait for node 3 and some slack), stopped by pid once node 3
@@ -254,7 +249,17 @@ run_method() { # method
   sleep 10
   local t_full
   t_full=$(now)
-  step "$trireme" cluster stop 3 --dir "$c" || return 1
+  # Forcing a full SST: node 3 becomes a brand-new member. Its datadir is emptied but kept
+  # (owner trireme, mode 0750), exactly the state `trireme cluster up` leaves nodes 2 and 3
+  # in before they first join: no grastate.dat, so no saved position (IST is impossible and
+  # `cluster start` runs no --wsrep-recover), no gcache, no tables. The server starts on an
+  # empty datadir as those nodes did; only a full transfer can give it the data.
+  if ! step "$trireme" cluster stop 3 --dir "$c"; then
+    # The load started already: the next method must not find it running.
+    stop_pid "$load_pid"
+    load_pid=""
+    return 1
+  fi
   find "$c/node3/data" -mindepth 1 -delete
   sleep 10
   if ! kill -0 "$load_pid" 2>/dev/null; then
